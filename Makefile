@@ -1,0 +1,39 @@
+# Gantry — the two commands the README gives are `make run` and `make test`.
+# Both install what they need, idempotently (a warm machine skips what it has).
+
+CARGO_LEPTOS_VERSION := 0.3.10
+WASM_BINDGEN_VERSION := 0.2.130
+# cargo-leptos builds debug with this flag; using it for cargo test too reuses that build.
+export RUSTFLAGS := --cfg erase_components
+E2E_PORT ?= 3100
+
+.PHONY: run test setup setup-browser build lint unit e2e clean-e2e
+
+## run: build and start Gantry on the embedded default at http://127.0.0.1:3000
+run: setup build
+	./target/debug/gantry
+
+## test: every test — formatting, lints, unit and integration (SQLite and Postgres), browser
+test: setup setup-browser lint unit build e2e
+
+setup:
+	@rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+	@cargo leptos --version 2>/dev/null | grep -q "$(CARGO_LEPTOS_VERSION)" || cargo install cargo-leptos --locked --version $(CARGO_LEPTOS_VERSION)
+	@wasm-bindgen --version 2>/dev/null | grep -q "$(WASM_BINDGEN_VERSION)" || cargo install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION)
+
+setup-browser:
+	@command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+	@test -d end2end/node_modules/@playwright/test || (cd end2end && npm ci --no-audit --no-fund)
+
+build:
+	cargo leptos build
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+unit:
+	cargo test --workspace
+
+e2e:
+	cd end2end && GANTRY_E2E_PORT=$(E2E_PORT) npx playwright test

@@ -1,0 +1,165 @@
+//! The document shell, the router and the frame every page shares (navigation, sign-in gate).
+
+use leptos::prelude::*;
+use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_router::{
+    components::{Route, Router, Routes, A},
+    path,
+};
+
+use crate::error::ApiError;
+use crate::functions::get_viewer;
+use crate::live::provide_live;
+use crate::model::Viewer;
+use crate::pages::{
+    home::HomePage, job::JobDetailPage, jobs::JobsPage, launch::LaunchGallery,
+    launch_form::LaunchFormPage, login::LoginPage,
+};
+
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8"/>
+                <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <meta name="color-scheme" content="light dark"/>
+                <AutoReload options=options.clone()/>
+                <HydrationScripts options/>
+                <MetaTags/>
+            </head>
+            <body>
+                <App/>
+            </body>
+        </html>
+    }
+}
+
+/// The signed-in user for the whole page load.
+pub type ViewerResource = Resource<Result<Option<Viewer>, ApiError>>;
+
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    provide_live();
+    let viewer: ViewerResource = Resource::new(|| (), |_| get_viewer());
+    provide_context(viewer);
+
+    view! {
+        <Stylesheet id="leptos" href="/pkg/gantry.css"/>
+        <Title text="Gantry"/>
+        <Router>
+            <NavBar/>
+            <main id="main">
+                <Routes fallback=|| view! { <NotFound/> }>
+                    <Route path=path!("/") view=HomePage/>
+                    <Route path=path!("/login") view=LoginPage/>
+                    <Route path=path!("/launch") view=LaunchGallery/>
+                    <Route path=path!("/launch/:template") view=LaunchFormPage/>
+                    <Route path=path!("/jobs") view=JobsPage/>
+                    <Route path=path!("/jobs/:id") view=JobDetailPage/>
+                </Routes>
+            </main>
+        </Router>
+    }
+}
+
+#[component]
+fn NavBar() -> impl IntoView {
+    let viewer = expect_context::<ViewerResource>();
+    let live = crate::live::use_live();
+    view! {
+        <header class="topbar">
+            <a class="brand" href="/">"Gantry"</a>
+            <nav aria-label="Main">
+                <A href="/" exact=true>"Home"</A>
+                <A href="/launch">"Launch"</A>
+                <A href="/jobs">"Jobs"</A>
+            </nav>
+            <span
+                class="live-dot"
+                class:on=move || live.connected.get()
+                title=move || {
+                    if live.connected.get() { "Live: updates arrive by themselves" } else { "Not live" }
+                }
+            ></span>
+            <Transition fallback=|| ()>
+                {move || Suspend::new(async move {
+                    match viewer.await {
+                        Ok(Some(v)) => {
+                            let teams = v
+                                .teams
+                                .iter()
+                                .map(|m| {
+                                    format!(
+                                        "{} {}",
+                                        m.team,
+                                        if m.role == crate::model::Role::Lead { "lead" } else { "member" },
+                                    )
+                                })
+                                .collect::<Vec<_>>()
+                                .join(", ");
+                            let role = if v.is_admin { "admin".to_string() } else { teams };
+                            view! {
+                                <div class="who">
+                                    <span class="who-name" data-testid="viewer">{v.display_name.clone()}</span>
+                                    <span class="muted">{role}</span>
+                                    <form method="post" action="/auth/logout">
+                                        <button class="link" type="submit">"Sign out"</button>
+                                    </form>
+                                </div>
+                            }
+                                .into_any()
+                        }
+                        _ => view! { <a class="who" href="/login">"Sign in"</a> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </header>
+    }
+}
+
+/// Shows its children to a signed-in user and the sign-in prompt to anyone else.
+#[component]
+pub fn Authed(children: ChildrenFn) -> impl IntoView {
+    let viewer = expect_context::<ViewerResource>();
+    let children = StoredValue::new(children);
+    view! {
+        <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match viewer.await {
+                    Ok(Some(_)) => children.with_value(|c| c()).into_any(),
+                    Ok(None) => view! { <SignInPrompt/> }.into_any(),
+                    Err(e) => view! { <crate::components::ErrorBox err=e/> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn SignInPrompt() -> impl IntoView {
+    view! {
+        <section class="panel narrow">
+            <h1>"Sign in to Gantry"</h1>
+            <p>"Gantry shares the HGX GPU pools between teams. Sign in to launch jobs and see the queue."</p>
+            <a class="button primary" href="/login">"Sign in"</a>
+        </section>
+    }
+}
+
+#[component]
+fn NotFound() -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    {
+        if let Some(resp) = use_context::<leptos_axum::ResponseOptions>() {
+            resp.set_status(http::StatusCode::NOT_FOUND);
+        }
+    }
+    view! {
+        <section class="panel narrow">
+            <h1>"Page not found"</h1>
+            <p>"There is nothing at this address. " <a href="/">"Go home"</a> "."</p>
+        </section>
+    }
+}

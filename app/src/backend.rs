@@ -1,0 +1,49 @@
+//! The seam between the pages and the server: the server provides an `Arc<dyn Backend>` in
+//! Leptos context and server functions call it. No SQL and no cluster code lives in `app`.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use crate::error::ApiError;
+use crate::model::*;
+
+/// Which jobs a list asks for. Scoping to what the viewer may see is the backend's job.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JobFilter {
+    pub state: Option<JobState>,
+    pub team: Option<String>,
+    /// Only the viewer's own jobs.
+    pub mine: bool,
+}
+
+#[async_trait::async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// The signed-in user of this request, if any.
+    async fn viewer(&self, parts: &http::request::Parts) -> Result<Option<Viewer>, ApiError>;
+    async fn home(&self, viewer: &Viewer) -> Result<HomeView, ApiError>;
+    async fn list_templates(&self, viewer: &Viewer) -> Result<Vec<Template>, ApiError>;
+    async fn list_pools(&self, viewer: &Viewer) -> Result<Vec<Pool>, ApiError>;
+    async fn check_launch(
+        &self,
+        viewer: &Viewer,
+        req: LaunchRequest,
+    ) -> Result<LaunchCheck, ApiError>;
+    /// Stores the job, then sends it to the cluster. The same idempotency key returns the
+    /// same job (`false` in the second element) instead of launching twice.
+    async fn launch_job(
+        &self,
+        viewer: &Viewer,
+        req: LaunchRequest,
+        idempotency_key: Option<String>,
+    ) -> Result<(Job, bool), ApiError>;
+    async fn list_jobs(&self, viewer: &Viewer, filter: JobFilter) -> Result<JobList, ApiError>;
+    async fn get_job(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError>;
+    async fn cancel_job(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError>;
+    /// The users the local demo sign-in offers; empty when it is off.
+    async fn demo_users(&self) -> Result<Vec<Viewer>, ApiError>;
+    /// The cluster clock.
+    fn now(&self) -> DateTime<Utc>;
+}
+
+pub type SharedBackend = Arc<dyn Backend>;

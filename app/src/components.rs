@@ -1,0 +1,74 @@
+//! Small pieces shared by pages: state badges, error boxes, times with tooltips.
+
+use chrono::{DateTime, Utc};
+use leptos::prelude::*;
+
+use crate::error::{ApiError, ErrorCode};
+use crate::format;
+use crate::model::{Job, JobState};
+
+/// A state as a coloured badge that also carries the word (never colour alone).
+#[component]
+pub fn StateBadge(state: JobState) -> impl IntoView {
+    let icon = match state {
+        JobState::Queued => "◷",
+        JobState::Admitted => "◔",
+        JobState::Running => "▶",
+        JobState::Succeeded => "✓",
+        JobState::Failed => "✕",
+        JobState::Cancelled => "⊘",
+    };
+    view! {
+        <span class=format!("badge state-{}", state.as_str()) data-state=state.as_str()>
+            <span aria-hidden="true">{icon}</span>
+            " "
+            {state.as_str()}
+        </span>
+    }
+}
+
+/// "12 min ago" with the absolute time on hover.
+#[component]
+pub fn Ago(now: DateTime<Utc>, at: DateTime<Utc>) -> impl IntoView {
+    view! { <time datetime=at.to_rfc3339() title=format::absolute(at)>{format::ago(now, at)}</time> }
+}
+
+/// Where a job stands in a few words: "#2 in queue", "running 3.2 h", "finished 5 min ago".
+pub fn progress_text(job: &Job, now: DateTime<Utc>) -> String {
+    match job.state {
+        JobState::Queued => match job.queue_position {
+            Some(p) => format!(
+                "#{p} in queue · waiting {}",
+                format::since(now, job.created_at)
+            ),
+            None => format!("queued · waiting {}", format::since(now, job.created_at)),
+        },
+        JobState::Admitted => "admitted · starting".to_string(),
+        JobState::Running => match job.admitted_at {
+            Some(t) => format!("running {}", format::since(now, t)),
+            None => "running".to_string(),
+        },
+        _ => match (job.admitted_at, job.finished_at) {
+            (Some(a), Some(f)) => format!("ran {}", format::since(f, a)),
+            _ => "never ran".to_string(),
+        },
+    }
+}
+
+#[component]
+pub fn ErrorBox(err: ApiError) -> impl IntoView {
+    let (title, hint) = match err.code {
+        ErrorCode::Unauthorized => ("Signed out", Some(("Sign in", "/login"))),
+        ErrorCode::NotFound => ("Not found", Some(("Back to jobs", "/jobs"))),
+        ErrorCode::Forbidden => ("Not allowed", None),
+        ErrorCode::Internal => ("Something went wrong", None),
+        _ => ("That did not work", None),
+    };
+    view! {
+        <div class="error-box" role="alert">
+            <strong>{title}</strong>
+            <p>{err.message.clone()}</p>
+            {hint.map(|(label, href)| view! { <a href=href>{label}</a> })}
+        </div>
+    }
+}

@@ -1,0 +1,89 @@
+//! How numbers and times read on every page: units always, relative times with the absolute
+//! time kept for a tooltip.
+
+use chrono::{DateTime, Utc};
+
+use crate::model::nodes_for;
+
+/// "16 GPUs (2 nodes)", "4 GPUs (1 node)".
+pub fn gpus_nodes(gpus: u32) -> String {
+    let nodes = nodes_for(gpus);
+    let gpu_word = if gpus == 1 { "GPU" } else { "GPUs" };
+    let node_word = if nodes == 1 { "node" } else { "nodes" };
+    format!("{gpus} {gpu_word} ({nodes} {node_word})")
+}
+
+/// A span of seconds in the unit a person would use: "45 s", "12 min", "3.2 h", "2.5 days".
+pub fn duration(secs: i64) -> String {
+    let secs = secs.max(0);
+    if secs < 60 {
+        format!("{secs} s")
+    } else if secs < 3600 {
+        format!("{} min", secs / 60)
+    } else if secs < 48 * 3600 {
+        let h = secs as f64 / 3600.0;
+        if h < 10.0 {
+            format!("{h:.1} h")
+        } else {
+            format!("{h:.0} h")
+        }
+    } else {
+        format!("{:.1} days", secs as f64 / 86400.0)
+    }
+}
+
+pub fn since(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
+    duration((now - then).num_seconds())
+}
+
+/// "12 min ago", "just now".
+pub fn ago(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
+    let secs = (now - then).num_seconds();
+    if secs < 5 {
+        "just now".to_string()
+    } else {
+        format!("{} ago", duration(secs))
+    }
+}
+
+/// The absolute time for tooltips and timelines: "2026-11-29 14:20:05 UTC".
+pub fn absolute(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+/// A max runtime in hours for the form: 3600 → "1", 5400 → "1.5".
+pub fn hours(secs: u64) -> String {
+    let h = secs as f64 / 3600.0;
+    if (h - h.round()).abs() < 1e-9 {
+        format!("{h:.0}")
+    } else {
+        format!("{h:.2}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpus_and_nodes_read_with_units() {
+        assert_eq!(gpus_nodes(1), "1 GPU (1 node)");
+        assert_eq!(gpus_nodes(8), "8 GPUs (1 node)");
+        assert_eq!(gpus_nodes(16), "16 GPUs (2 nodes)");
+    }
+
+    #[test]
+    fn durations_pick_a_readable_unit() {
+        assert_eq!(duration(-3), "0 s");
+        assert_eq!(duration(59), "59 s");
+        assert_eq!(duration(720), "12 min");
+        assert_eq!(duration(3 * 3600 + 720), "3.2 h");
+        assert_eq!(duration(30 * 3600), "30 h");
+        assert_eq!(duration(3 * 86400), "3.0 days");
+        assert_eq!(hours(5400), "1.5");
+        assert_eq!(hours(7200), "2");
+    }
+}

@@ -1,0 +1,115 @@
+//! Server functions: read the session, call one backend method, return a data type.
+
+use leptos::prelude::*;
+use leptos::server_fn::codec::Json;
+
+use crate::error::ApiError;
+use crate::model::*;
+
+#[cfg(feature = "ssr")]
+mod ssr {
+    use crate::backend::SharedBackend;
+    use crate::error::ApiError;
+    use crate::model::Viewer;
+    use leptos::prelude::use_context;
+
+    pub fn backend() -> Result<SharedBackend, ApiError> {
+        use_context::<SharedBackend>()
+            .ok_or_else(|| ApiError::new(crate::error::ErrorCode::Internal, "backend missing"))
+    }
+
+    /// The backend and the signed-in user, or 401.
+    pub async fn backend_and_viewer() -> Result<(SharedBackend, Viewer), ApiError> {
+        let backend = backend()?;
+        let parts = use_context::<http::request::Parts>()
+            .ok_or_else(|| ApiError::new(crate::error::ErrorCode::Internal, "request missing"))?;
+        let viewer = backend
+            .viewer(&parts)
+            .await?
+            .ok_or_else(ApiError::unauthorized)?;
+        Ok((backend, viewer))
+    }
+}
+
+#[server]
+pub async fn get_viewer() -> Result<Option<Viewer>, ApiError> {
+    let backend = ssr::backend()?;
+    let parts = use_context::<http::request::Parts>();
+    match parts {
+        Some(parts) => backend.viewer(&parts).await,
+        None => Ok(None),
+    }
+}
+
+#[server]
+pub async fn list_demo_users() -> Result<Vec<Viewer>, ApiError> {
+    ssr::backend()?.demo_users().await
+}
+
+#[server]
+pub async fn get_home() -> Result<HomeView, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.home(&viewer).await
+}
+
+#[server]
+pub async fn list_templates() -> Result<Vec<Template>, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.list_templates(&viewer).await
+}
+
+#[server]
+pub async fn list_pools() -> Result<Vec<Pool>, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.list_pools(&viewer).await
+}
+
+#[server(input = Json)]
+pub async fn check_launch(req: LaunchRequest) -> Result<LaunchCheck, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.check_launch(&viewer, req).await
+}
+
+#[server(input = Json)]
+pub async fn launch_job(req: LaunchRequest, idempotency_key: String) -> Result<Job, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    let key = (!idempotency_key.is_empty()).then_some(idempotency_key);
+    backend
+        .launch_job(&viewer, req, key)
+        .await
+        .map(|(job, _)| job)
+}
+
+#[server]
+pub async fn list_jobs(state: Option<String>, scope: Option<String>) -> Result<JobList, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    let state = match state.as_deref() {
+        None | Some("") | Some("all") => None,
+        Some(s) => Some(
+            JobState::parse(s)
+                .ok_or_else(|| ApiError::invalid("state", format!("unknown state '{s}'")))?,
+        ),
+    };
+    let filter = crate::backend::JobFilter {
+        state,
+        team: None,
+        mine: scope.as_deref() == Some("mine"),
+    };
+    backend.list_jobs(&viewer, filter).await
+}
+
+#[server]
+pub async fn get_job(id: String) -> Result<JobPage, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    let job = backend.get_job(&viewer, &id).await?;
+    Ok(JobPage {
+        job,
+        now: backend.now(),
+    })
+}
+
+#[server]
+pub async fn cancel_job(id: String) -> Result<Job, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.cancel_job(&viewer, &id).await
+}

@@ -1,0 +1,478 @@
+//! Types shared by the browser, the server functions and the JSON API: what a job, a template,
+//! a pool and a viewer look like on the wire.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// GPUs on one HGX node. A gang larger than this takes whole nodes.
+pub const GPUS_PER_NODE: u32 = 8;
+
+/// Where a job stands. `preempted` is not a resting state: a preempted job goes back to
+/// `queued` and the preemption is recorded as an event (see DESIGN.md, "Job states").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Queued,
+    Admitted,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl JobState {
+    pub const ALL: [JobState; 6] = [
+        JobState::Queued,
+        JobState::Admitted,
+        JobState::Running,
+        JobState::Succeeded,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Admitted => "admitted",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<JobState> {
+        JobState::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// Queued, admitted or running: the job still holds or waits for GPUs.
+    pub fn is_active(self) -> bool {
+        matches!(
+            self,
+            JobState::Queued | JobState::Admitted | JobState::Running
+        )
+    }
+
+    /// The job holds GPUs.
+    pub fn holds_gpus(self) -> bool {
+        matches!(self, JobState::Admitted | JobState::Running)
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Launch priority, modelled on Kueue WorkloadPriorityClasses of the same names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Priority {
+    Low,
+    #[default]
+    Normal,
+    High,
+}
+
+impl Priority {
+    pub const ALL: [Priority; 3] = [Priority::Low, Priority::Normal, Priority::High];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Priority> {
+        Priority::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+
+    /// The `value` of the matching WorkloadPriorityClass; higher is admitted first.
+    pub fn value(self) -> i32 {
+        match self {
+            Priority::Low => 100,
+            Priority::Normal => 1000,
+            Priority::High => 10000,
+        }
+    }
+}
+
+/// Nodes a gang of `gpus` GPUs occupies: one node up to 8 GPUs, else whole nodes.
+pub fn nodes_for(gpus: u32) -> u32 {
+    if gpus <= GPUS_PER_NODE {
+        1
+    } else {
+        gpus.div_ceil(GPUS_PER_NODE)
+    }
+}
+
+/// One state change of a job, with its time and reason.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobEvent {
+    pub at: DateTime<Utc>,
+    /// The state entered, or `preempted` for a preemption (the job is then queued again).
+    pub kind: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub id: String,
+    pub name: String,
+    pub template: String,
+    pub template_version: u32,
+    pub team: String,
+    pub user: String,
+    pub pool: String,
+    pub gpus: u32,
+    pub nodes: u32,
+    pub priority: Priority,
+    pub state: JobState,
+    /// 1-based rank among the queued jobs of the pool; null unless queued.
+    pub queue_position: Option<u32>,
+    /// One sentence naming what the job waits for; null unless queued.
+    pub pending_reason: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub admitted_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub params: Map<String, Value>,
+    pub max_runtime_s: u64,
+    /// Nodes the job was placed on while it holds GPUs.
+    pub node_names: Vec<String>,
+    pub events: Vec<JobEvent>,
+    /// Whether the viewer may cancel it (owner, team lead or admin, and the job is active).
+    pub can_cancel: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobList {
+    pub jobs: Vec<Job>,
+    /// The cluster clock when the list was read (the sim clock may run faster than real time).
+    pub now: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobPage {
+    pub job: Job,
+    pub now: DateTime<Utc>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamKind {
+    Int,
+    Float,
+    String,
+    Bool,
+    /// A dataset or checkpoint location (s3://, gs://, /mnt/…).
+    Path,
+}
+
+/// A typed template parameter with its default and bounds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ParamSpec {
+    pub name: String,
+    pub label: String,
+    pub kind: ParamKind,
+    pub default: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    #[serde(default)]
+    pub help: String,
+    /// Rarely changed: shown under "Advanced".
+    #[serde(default)]
+    pub advanced: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Template {
+    pub name: String,
+    pub version: u32,
+    pub display_name: String,
+    pub family: String,
+    pub model_size: String,
+    pub method: String,
+    pub description: String,
+    pub image: String,
+    pub command: Vec<String>,
+    pub params: Vec<ParamSpec>,
+    pub allowed_gpus: Vec<u32>,
+    pub default_gpus: u32,
+    pub default_pool: String,
+    pub default_max_runtime_s: u64,
+    /// When the viewer's team last launched it.
+    pub last_used_by_team: Option<DateTime<Utc>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pool {
+    pub name: String,
+    pub gpu_model: String,
+    pub nodes: u32,
+    pub gpus_per_node: u32,
+    pub gpus_total: u32,
+    pub gpus_allocated: u32,
+    pub gpus_free: u32,
+    /// Nodes with all 8 GPUs free: what a multi-node gang needs.
+    pub free_nodes: u32,
+    pub queued_jobs: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuotaUse {
+    pub team: String,
+    pub pool: String,
+    pub nominal_gpus: u32,
+    pub used_gpus: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Member,
+    Lead,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Membership {
+    pub team: String,
+    pub role: Role,
+}
+
+/// The signed-in user, as pages and services see them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Viewer {
+    pub user: String,
+    pub display_name: String,
+    pub teams: Vec<Membership>,
+    pub is_admin: bool,
+}
+
+impl Viewer {
+    pub fn is_member_of(&self, team: &str) -> bool {
+        self.teams.iter().any(|m| m.team == team)
+    }
+
+    pub fn is_lead_of(&self, team: &str) -> bool {
+        self.teams
+            .iter()
+            .any(|m| m.team == team && m.role == Role::Lead)
+    }
+
+    pub fn primary_team(&self) -> Option<&str> {
+        self.teams.first().map(|m| m.team.as_str())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HomeView {
+    pub viewer: Viewer,
+    pub active_jobs: Vec<Job>,
+    pub quotas: Vec<QuotaUse>,
+    pub pools: Vec<Pool>,
+    pub now: DateTime<Utc>,
+}
+
+/// A launch as the JSON API and the Launch form send it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchRequest {
+    pub template: String,
+    pub gpus: u32,
+    #[serde(default)]
+    pub pool: Option<String>,
+    #[serde(default)]
+    pub params: Map<String, Value>,
+    #[serde(default)]
+    pub max_runtime_s: Option<u64>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub priority: Option<Priority>,
+    /// The team to launch for; defaults to the user's first team.
+    #[serde(default)]
+    pub team: Option<String>,
+}
+
+/// What the Launch form shows before the click: would this fit now, and if not, why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LaunchCheck {
+    pub fits_now: bool,
+    /// Queued jobs in the pool that would be ahead of this one.
+    pub jobs_ahead: u32,
+    pub reason: Option<String>,
+}
+
+/// What the live stream (`/api/v1/events`, server-sent events) carries.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LiveEvent {
+    /// Something changed in a pool's queue or in a job of it.
+    Job {
+        job_id: String,
+        pool: String,
+        state: JobState,
+        now: DateTime<Utc>,
+    },
+    /// The cluster clock, every few seconds, so elapsed times move.
+    Tick { now: DateTime<Utc> },
+}
+
+impl ParamSpec {
+    /// What the bounds allow, for messages: "between 1 and 64", "at least 1".
+    pub fn bounds_text(&self) -> Option<String> {
+        // 1e-7 reads better than 0.0000001
+        let n = |x: f64| {
+            if x != 0.0 && x.abs() < 1e-3 {
+                format!("{x:e}")
+            } else {
+                format!("{x}")
+            }
+        };
+        match (self.min, self.max) {
+            (Some(lo), Some(hi)) => Some(format!("between {} and {}", n(lo), n(hi))),
+            (Some(lo), None) => Some(format!("at least {}", n(lo))),
+            (None, Some(hi)) => Some(format!("at most {}", n(hi))),
+            (None, None) => None,
+        }
+    }
+
+    fn check_bounds(&self, x: f64) -> Result<(), String> {
+        let low = self.min.is_some_and(|lo| x < lo);
+        let high = self.max.is_some_and(|hi| x > hi);
+        if low || high {
+            Err(format!(
+                "must be {}",
+                self.bounds_text().unwrap_or_default()
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Checks a JSON value against the parameter's type and bounds. The server runs this on
+    /// every launch and the Launch form runs it as the user types, so both say the same.
+    pub fn check(&self, v: &Value) -> Result<Value, String> {
+        match self.kind {
+            ParamKind::Int => {
+                let n = v
+                    .as_i64()
+                    .ok_or_else(|| "must be a whole number".to_string())?;
+                self.check_bounds(n as f64)?;
+                Ok(Value::from(n))
+            }
+            ParamKind::Float => {
+                let x = v.as_f64().ok_or_else(|| "must be a number".to_string())?;
+                if !x.is_finite() {
+                    return Err("must be a finite number".to_string());
+                }
+                self.check_bounds(x)?;
+                Ok(Value::from(x))
+            }
+            ParamKind::Bool => v
+                .as_bool()
+                .map(Value::from)
+                .ok_or_else(|| "must be true or false".to_string()),
+            ParamKind::String | ParamKind::Path => {
+                let s = v.as_str().ok_or_else(|| "must be text".to_string())?;
+                let s = s.trim();
+                if s.is_empty() {
+                    return Err("must not be empty".to_string());
+                }
+                if s.len() > 1024 {
+                    return Err("must be at most 1024 characters".to_string());
+                }
+                if self.kind == ParamKind::Path
+                    && !["s3://", "gs://", "hf://", "/"]
+                        .iter()
+                        .any(|p| s.starts_with(p))
+                {
+                    return Err("must be a path starting with s3://, gs://, hf:// or /".to_string());
+                }
+                Ok(Value::from(s))
+            }
+        }
+    }
+
+    /// Reads what a person typed in the form into a checked value.
+    pub fn parse_input(&self, raw: &str) -> Result<Value, String> {
+        let raw = raw.trim();
+        let v = match self.kind {
+            ParamKind::Int => Value::from(
+                raw.parse::<i64>()
+                    .map_err(|_| "must be a whole number".to_string())?,
+            ),
+            ParamKind::Float => Value::from(
+                raw.parse::<f64>()
+                    .map_err(|_| "must be a number, e.g. 2e-5".to_string())?,
+            ),
+            ParamKind::Bool => Value::from(raw == "true"),
+            ParamKind::String | ParamKind::Path => Value::from(raw),
+        };
+        self.check(&v)
+    }
+
+    /// The default as the form shows it.
+    pub fn default_text(&self) -> String {
+        match &self.default {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int_param() -> ParamSpec {
+        ParamSpec {
+            name: "epochs".into(),
+            label: "Epochs".into(),
+            kind: ParamKind::Int,
+            default: Value::from(3),
+            min: Some(1.0),
+            max: Some(100.0),
+            help: String::new(),
+            advanced: false,
+        }
+    }
+
+    #[test]
+    fn params_are_checked_for_type_and_bounds() {
+        let p = int_param();
+        assert_eq!(p.check(&Value::from(3)), Ok(Value::from(3)));
+        assert_eq!(
+            p.check(&Value::from(0)).unwrap_err(),
+            "must be between 1 and 100"
+        );
+        assert_eq!(
+            p.check(&Value::from("3")).unwrap_err(),
+            "must be a whole number"
+        );
+        assert_eq!(p.parse_input(" 7 "), Ok(Value::from(7)));
+        assert!(p.parse_input("seven").is_err());
+        let path = ParamSpec {
+            kind: ParamKind::Path,
+            min: None,
+            max: None,
+            ..int_param()
+        };
+        assert!(path.check(&Value::from("s3://data/train")).is_ok());
+        assert!(path.check(&Value::from("data/train")).is_err());
+    }
+
+    #[test]
+    fn whole_nodes_beyond_eight_gpus() {
+        assert_eq!(nodes_for(4), 1);
+        assert_eq!(nodes_for(8), 1);
+        assert_eq!(nodes_for(16), 2);
+        assert_eq!(nodes_for(64), 8);
+    }
+}

@@ -1,0 +1,184 @@
+//! Home: my running and queued jobs, my team's quota use, the pools' free whole nodes.
+
+use leptos::prelude::*;
+
+use crate::app::Authed;
+use crate::components::{progress_text, ErrorBox, StateBadge};
+use crate::format;
+use crate::functions::get_home;
+use crate::live::use_live;
+use crate::model::{HomeView, Pool, QuotaUse};
+
+#[component]
+pub fn HomePage() -> impl IntoView {
+    view! {
+        <Authed>
+            <Home/>
+        </Authed>
+    }
+}
+
+#[component]
+fn Home() -> impl IntoView {
+    let live = use_live();
+    let home = Resource::new(move || live.version.get(), |_| get_home());
+    view! {
+        <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match home.await {
+                    Ok(h) => view! { <HomeBody home=h/> }.into_any(),
+                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn HomeBody(home: HomeView) -> impl IntoView {
+    let live = use_live();
+    let page_now = home.now;
+    let first_name = home.viewer.display_name.clone();
+    let jobs = home.active_jobs.clone();
+    let has_jobs = !jobs.is_empty();
+    view! {
+        <div class="page-head">
+            <h1>"Hello, " {first_name}</h1>
+            <a class="button primary big" href="/launch" data-testid="home-launch">
+                "Launch a job"
+            </a>
+        </div>
+        <section class="panel">
+            <h2>"Your active jobs"</h2>
+            <Show
+                when=move || has_jobs
+                fallback=|| {
+                    view! {
+                        <div class="empty">
+                            <p>"No jobs running or queued."</p>
+                            <a class="button" href="/launch">"Launch your first"</a>
+                        </div>
+                    }
+                }
+            >
+                <table class="table">
+                    <thead>
+                        <tr>
+                            <th>"State"</th>
+                            <th>"Job"</th>
+                            <th class="num">"GPUs"</th>
+                            <th>"Pool"</th>
+                            <th>"Where it stands"</th>
+                        </tr>
+                    </thead>
+                    <tbody>
+                        {jobs
+                            .clone()
+                            .into_iter()
+                            .map(|j| {
+                                let j2 = j.clone();
+                                let text = move || progress_text(&j, live.now_or(page_now));
+                                view! {
+                                    <tr>
+                                        <td><StateBadge state=j2.state/></td>
+                                        <td><a href=format!("/jobs/{}", j2.id)>{j2.name.clone()}</a></td>
+                                        <td class="num">{format::gpus_nodes(j2.gpus)}</td>
+                                        <td>{j2.pool.clone()}</td>
+                                        <td>{text}</td>
+                                    </tr>
+                                }
+                            })
+                            .collect_view()}
+                    </tbody>
+                </table>
+            </Show>
+        </section>
+        <div class="two-col">
+            <section class="panel">
+                <h2>"Team quota"</h2>
+                <QuotaBars quotas=home.quotas.clone()/>
+            </section>
+            <section class="panel">
+                <h2>"Pools"</h2>
+                <PoolTable pools=home.pools.clone()/>
+            </section>
+        </div>
+    }
+}
+
+#[component]
+pub fn QuotaBars(quotas: Vec<QuotaUse>) -> impl IntoView {
+    if quotas.is_empty() {
+        return view! { <p class="muted">"No quota: your team has no share of any pool yet."</p> }
+            .into_any();
+    }
+    view! {
+        <ul class="bars">
+            {quotas
+                .into_iter()
+                .map(|q| {
+                    let pct = if q.nominal_gpus == 0 {
+                        0.0
+                    } else {
+                        (q.used_gpus as f64 / q.nominal_gpus as f64 * 100.0).min(100.0)
+                    };
+                    view! {
+                        <li>
+                            <div class="bar-label">
+                                <span>{format!("{} in {}", q.team, q.pool)}</span>
+                                <span class="num">
+                                    {format!("{} / {} GPUs of quota", q.used_gpus, q.nominal_gpus)}
+                                </span>
+                            </div>
+                            <div
+                                class="bar"
+                                role="meter"
+                                aria-valuemin="0"
+                                aria-valuemax=q.nominal_gpus
+                                aria-valuenow=q.used_gpus
+                                aria-label=format!("{} quota use in {}", q.team, q.pool)
+                            >
+                                <div class="bar-fill" style=format!("width: {pct:.1}%")></div>
+                            </div>
+                        </li>
+                    }
+                })
+                .collect_view()}
+        </ul>
+    }
+    .into_any()
+}
+
+#[component]
+pub fn PoolTable(pools: Vec<Pool>) -> impl IntoView {
+    view! {
+        <table class="table">
+            <thead>
+                <tr>
+                    <th>"Pool"</th>
+                    <th class="num">"Free whole nodes"</th>
+                    <th class="num">"Free GPUs"</th>
+                    <th class="num">"Queued jobs"</th>
+                </tr>
+            </thead>
+            <tbody>
+                {pools
+                    .into_iter()
+                    .map(|p| {
+                        view! {
+                            <tr>
+                                <td>
+                                    <strong>{p.name.clone()}</strong>
+                                    <span class="muted">{format!(" {}", p.gpu_model)}</span>
+                                </td>
+                                <td class="num">{format!("{} of {} nodes", p.free_nodes, p.nodes)}</td>
+                                <td class="num">{format!("{} of {} GPUs", p.gpus_free, p.gpus_total)}</td>
+                                <td class="num">{p.queued_jobs}</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view()}
+            </tbody>
+        </table>
+    }
+}

@@ -1,0 +1,433 @@
+//! The Launch form: the template on one side, the choices on the other, defaults already
+//! right, a live "fits now / would wait" line, and one big Launch.
+
+use leptos::prelude::*;
+use leptos_router::hooks::{use_navigate, use_params_map};
+use serde_json::Map;
+
+use crate::app::Authed;
+use crate::components::ErrorBox;
+use crate::error::ApiError;
+use crate::format;
+use crate::functions::{check_launch, launch_job, list_pools, list_templates};
+use crate::live::use_live;
+use crate::model::{nodes_for, LaunchRequest, ParamKind, ParamSpec, Pool, Priority, Template};
+
+#[component]
+pub fn LaunchFormPage() -> impl IntoView {
+    view! {
+        <Authed>
+            <LaunchForm/>
+        </Authed>
+    }
+}
+
+#[component]
+fn LaunchForm() -> impl IntoView {
+    let params = use_params_map();
+    let name = move || params.read().get("template").unwrap_or_default();
+    let data = Resource::new(name, |n| async move {
+        let templates = list_templates().await?;
+        let pools = list_pools().await?;
+        Ok::<_, ApiError>((templates.into_iter().find(|t| t.name == n), pools))
+    });
+    view! {
+        <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok((Some(t), pools)) => view! { <LaunchFormBody t=t pools=pools/> }.into_any(),
+                    Ok((None, _)) => {
+                        view! {
+                            <ErrorBox err=ApiError::not_found(
+                                "There is no template by that name; it may have been deprecated.",
+                            )/>
+                            <a href="/launch">"Back to the templates"</a>
+                        }
+                            .into_any()
+                    }
+                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+/// A fresh idempotency key per form: a double click or a retry never launches twice.
+fn new_idempotency_key() -> String {
+    #[cfg(feature = "hydrate")]
+    {
+        let a = (js_sys::Math::random() * 1e15) as u64;
+        let b = (js_sys::Math::random() * 1e15) as u64;
+        format!("ui-{a:x}{b:x}")
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        String::new()
+    }
+}
+
+#[component]
+fn LaunchFormBody(t: Template, pools: Vec<Pool>) -> impl IntoView {
+    let live = use_live();
+    let template_name = t.name.clone();
+    let gpus = RwSignal::new(t.default_gpus);
+    let pool = RwSignal::new(t.default_pool.clone());
+    let priority = RwSignal::new(Priority::Normal);
+    let max_hours = RwSignal::new(format::hours(t.default_max_runtime_s));
+    let job_name = RwSignal::new(String::new());
+    let values: Vec<(ParamSpec, RwSignal<String>)> = t
+        .params
+        .iter()
+        .map(|p| (p.clone(), RwSignal::new(p.default_text())))
+        .collect();
+    let values = StoredValue::new(values);
+    let server_error = RwSignal::new(None::<ApiError>);
+    let key = StoredValue::new(String::new());
+    Effect::new(move |_| key.set_value(new_idempotency_key()));
+
+    let hours_error = move || -> Option<String> {
+        match max_hours.get().trim().parse::<f64>() {
+            Ok(h) if (1.0 / 60.0..=336.0).contains(&h) => None,
+            Ok(_) => Some("must be between 1 minute (0.017 h) and 336 h (14 days)".to_string()),
+            Err(_) => Some("must be a number of hours, e.g. 4 or 1.5".to_string()),
+        }
+    };
+    let has_errors = move || {
+        hours_error().is_some()
+            || values.with_value(|vs| vs.iter().any(|(p, v)| p.parse_input(&v.get()).is_err()))
+    };
+
+    let check_template = template_name.clone();
+    let check = Resource::new(
+        move || (gpus.get(), pool.get(), priority.get(), live.version.get()),
+        move |(g, p, pr, _)| {
+            let req = LaunchRequest {
+                template: check_template.clone(),
+                gpus: g,
+                pool: Some(p),
+                priority: Some(pr),
+                ..Default::default()
+            };
+            check_launch(req)
+        },
+    );
+
+    let launch = Action::new(move |req: &LaunchRequest| {
+        let req = req.clone();
+        let key = key.get_value();
+        async move { launch_job(req, key).await }
+    });
+    let navigate = use_navigate();
+    Effect::new(move |_| match launch.value().get() {
+        Some(Ok(job)) => navigate(&format!("/jobs/{}", job.id), Default::default()),
+        Some(Err(e)) => server_error.set(Some(e)),
+        None => {}
+    });
+
+    let submit_template = template_name.clone();
+    let on_submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        if has_errors() {
+            return;
+        }
+        server_error.set(None);
+        let mut params = Map::new();
+        values.with_value(|vs| {
+            for (p, v) in vs {
+                if let Ok(value) = p.parse_input(&v.get_untracked()) {
+                    params.insert(p.name.clone(), value);
+                }
+            }
+        });
+        let hours: f64 = max_hours.get_untracked().trim().parse().unwrap_or(1.0);
+        let name = job_name.get_untracked();
+        launch.dispatch(LaunchRequest {
+            template: submit_template.clone(),
+            gpus: gpus.get_untracked(),
+            pool: Some(pool.get_untracked()),
+            params,
+            max_runtime_s: Some((hours * 3600.0).round() as u64),
+            name: (!name.trim().is_empty()).then(|| name.trim().to_string()),
+            priority: Some(priority.get_untracked()),
+            team: None,
+        });
+    };
+    let field_error = move |field: &'static str| {
+        move || {
+            server_error
+                .get()
+                .filter(|e| e.field.as_deref() == Some(field))
+                .map(|e| view! { <p class="field-error" role="alert">{e.message}</p> })
+        }
+    };
+
+    let (basic, advanced): (Vec<_>, Vec<_>) = values
+        .get_value()
+        .into_iter()
+        .partition(|(p, _)| !p.advanced);
+    let allowed = t.allowed_gpus.clone();
+    let command = t.command.join(" ");
+    view! {
+        <div class="page-head">
+            <h1>"Launch " {t.display_name.clone()}</h1>
+            <a href="/launch" class="muted">"← All templates"</a>
+        </div>
+        <div class="launch-grid">
+            <aside class="panel template-summary">
+                <h2>{t.display_name.clone()}</h2>
+                <p class="muted small">
+                    {format!("{} · {} · {} · v{}", t.family, t.model_size, t.method, t.version)}
+                </p>
+                <p>{t.description.clone()}</p>
+                <dl class="kv">
+                    <dt>"Image"</dt>
+                    <dd><code>{t.image.clone()}</code></dd>
+                    <dt>"Command"</dt>
+                    <dd><code>{command}</code></dd>
+                    <dt>"Allowed GPUs"</dt>
+                    <dd>
+                        {t.allowed_gpus.iter().map(|g| g.to_string()).collect::<Vec<_>>().join(", ")}
+                    </dd>
+                </dl>
+            </aside>
+            <form class="panel launch-form" on:submit=on_submit novalidate>
+                <fieldset class="segmented">
+                    <legend>"GPUs"</legend>
+                    {allowed
+                        .into_iter()
+                        .map(|g| {
+                            let nodes = nodes_for(g);
+                            view! {
+                                <label class:selected=move || gpus.get() == g>
+                                    <input
+                                        type="radio"
+                                        name="gpus"
+                                        value=g
+                                        prop:checked=move || gpus.get() == g
+                                        on:change=move |_| gpus.set(g)
+                                    />
+                                    <span class="seg-main">{g}</span>
+                                    <span class="seg-sub">
+                                        {if nodes == 1 { "1 node".to_string() } else { format!("{nodes} nodes") }}
+                                    </span>
+                                </label>
+                            }
+                        })
+                        .collect_view()}
+                </fieldset>
+                {field_error("gpus")}
+                <label class="field">
+                    <span>"Pool"</span>
+                    <select
+                        name="pool"
+                        on:change=move |ev| pool.set(event_target_value(&ev))
+                        prop:value=move || pool.get()
+                    >
+                        {pools
+                            .into_iter()
+                            .map(|p| {
+                                let label = format!(
+                                    "{} · {} · {} GPUs free ({} whole nodes)",
+                                    p.name,
+                                    p.gpu_model,
+                                    p.gpus_free,
+                                    p.free_nodes,
+                                );
+                                let value = p.name.clone();
+                                let selected = p.name == t.default_pool;
+                                view! {
+                                    <option value=value selected=selected>
+                                        {label}
+                                    </option>
+                                }
+                            })
+                            .collect_view()}
+                    </select>
+                </label>
+                {field_error("pool")}
+                <div class="fit-line" aria-live="polite" data-testid="fit-line">
+                    <Transition fallback=|| view! { <span class="muted">"Checking the queue…"</span> }>
+                        {move || Suspend::new(async move {
+                            match check.await {
+                                Ok(c) if c.fits_now => {
+                                    view! {
+                                        <span class="fits">
+                                            {format!("✓ Fits now: {} would start at once", format::gpus_nodes(gpus.get_untracked()))}
+                                        </span>
+                                    }
+                                        .into_any()
+                                }
+                                Ok(c) => {
+                                    let ahead = match c.jobs_ahead {
+                                        0 => "no jobs ahead".to_string(),
+                                        1 => "1 job ahead".to_string(),
+                                        n => format!("{n} jobs ahead"),
+                                    };
+                                    view! {
+                                        <span class="waits">
+                                            {format!("◷ Would queue, {ahead}. {}", c.reason.unwrap_or_default())}
+                                        </span>
+                                    }
+                                        .into_any()
+                                }
+                                Err(e) => view! { <span class="field-error">{e.message}</span> }.into_any(),
+                            }
+                        })}
+                    </Transition>
+                </div>
+                <fieldset class="segmented small">
+                    <legend>"Priority"</legend>
+                    {Priority::ALL
+                        .into_iter()
+                        .map(|p| {
+                            view! {
+                                <label class:selected=move || priority.get() == p>
+                                    <input
+                                        type="radio"
+                                        name="priority"
+                                        value=p.as_str()
+                                        prop:checked=move || priority.get() == p
+                                        on:change=move |_| priority.set(p)
+                                    />
+                                    <span class="seg-main">{p.as_str()}</span>
+                                </label>
+                            }
+                        })
+                        .collect_view()}
+                </fieldset>
+                <div class="row">
+                    <label class="field">
+                        <span>"Max runtime (hours)"</span>
+                        <input
+                            type="text"
+                            inputmode="decimal"
+                            name="max_runtime_h"
+                            prop:value=move || max_hours.get()
+                            on:input=move |ev| max_hours.set(event_target_value(&ev))
+                        />
+                        {move || hours_error().map(|e| view! { <p class="field-error">{e}</p> })}
+                        {field_error("max_runtime_s")}
+                    </label>
+                    <label class="field">
+                        <span>"Job name (optional)"</span>
+                        <input
+                            type="text"
+                            name="name"
+                            placeholder="generated from the template"
+                            prop:value=move || job_name.get()
+                            on:input=move |ev| job_name.set(event_target_value(&ev))
+                        />
+                        {field_error("name")}
+                    </label>
+                </div>
+                <h3>"Parameters"</h3>
+                <div class="params">
+                    {basic.into_iter().map(|(p, v)| view! { <ParamField spec=p value=v server_error/> }).collect_view()}
+                </div>
+                <details class="advanced">
+                    <summary>"Advanced"</summary>
+                    <div class="params">
+                        {advanced
+                            .into_iter()
+                            .map(|(p, v)| view! { <ParamField spec=p value=v server_error/> })
+                            .collect_view()}
+                    </div>
+                </details>
+                {move || {
+                    server_error
+                        .get()
+                        .filter(|e| e.field.is_none())
+                        .map(|e| view! { <ErrorBox err=e/> })
+                }}
+                <button
+                    type="submit"
+                    class="button primary big"
+                    data-testid="launch-submit"
+                    disabled=move || launch.pending().get() || has_errors()
+                >
+                    {move || {
+                        if launch.pending().get() {
+                            "Launching…".to_string()
+                        } else {
+                            format!("Launch on {}", format::gpus_nodes(gpus.get()))
+                        }
+                    }}
+                </button>
+            </form>
+        </div>
+    }
+}
+
+#[component]
+fn ParamField(
+    spec: ParamSpec,
+    value: RwSignal<String>,
+    server_error: RwSignal<Option<ApiError>>,
+) -> impl IntoView {
+    let spec = StoredValue::new(spec);
+    let field_key = StoredValue::new(spec.with_value(|s| format!("params.{}", s.name)));
+    let error = move || {
+        let local = spec.with_value(|s| s.parse_input(&value.get()).err());
+        local.or_else(|| {
+            server_error
+                .get()
+                .filter(|e| field_key.with_value(|k| e.field.as_deref() == Some(k.as_str())))
+                .map(|e| e.message)
+        })
+    };
+    let (label, help, kind, name, bounds) = spec.with_value(|s| {
+        (
+            s.label.clone(),
+            s.help.clone(),
+            s.kind,
+            s.name.clone(),
+            s.bounds_text(),
+        )
+    });
+    let input = match kind {
+        ParamKind::Bool => view! {
+            <input
+                type="checkbox"
+                name=name.clone()
+                prop:checked=move || value.get() == "true"
+                on:change=move |ev| value.set(event_target_checked(&ev).to_string())
+            />
+        }
+        .into_any(),
+        ParamKind::Int | ParamKind::Float => view! {
+            <input
+                type="text"
+                inputmode="decimal"
+                name=name.clone()
+                prop:value=move || value.get()
+                on:input=move |ev| value.set(event_target_value(&ev))
+                aria-invalid=move || error().is_some().to_string()
+            />
+        }
+        .into_any(),
+        ParamKind::String | ParamKind::Path => view! {
+            <input
+                type="text"
+                name=name.clone()
+                prop:value=move || value.get()
+                on:input=move |ev| value.set(event_target_value(&ev))
+                aria-invalid=move || error().is_some().to_string()
+            />
+        }
+        .into_any(),
+    };
+    let hint = match (help.is_empty(), bounds) {
+        (false, Some(b)) => format!("{help} ({b})"),
+        (false, None) => help,
+        (true, Some(b)) => b,
+        (true, None) => String::new(),
+    };
+    view! {
+        <label class="field">
+            <span>{label}</span>
+            {input}
+            <small class="muted">{hint}</small>
+            {move || error().map(|e| view! { <p class="field-error">{e}</p> })}
+        </label>
+    }
+}

@@ -1,0 +1,7 @@
+//! One module per page.
+pub mod home;
+pub mod job;
+pub mod jobs;
+pub mod launch;
+pub mod launch_form;
+pub mod login;

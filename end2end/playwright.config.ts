@@ -1,0 +1,59 @@
+import { defineConfig } from "@playwright/test";
+
+// Gantry is started here on a fresh SQLite file with the manual sim clock, so the tests
+// decide when time moves. Chromium comes from Debian (never downloaded by Playwright).
+const port = Number(process.env.GANTRY_E2E_PORT ?? 3100);
+const db = `/tmp/gantry-e2e-${port}.db`;
+
+export default defineConfig({
+  testDir: "./tests",
+  outputDir: "./test-results",
+  timeout: 60_000,
+  expect: { timeout: 10_000 },
+  workers: 1,
+  fullyParallel: false,
+  reporter: [["list"]],
+  use: {
+    baseURL: `http://127.0.0.1:${port}`,
+    trace: "retain-on-failure",
+    screenshot: "only-on-failure",
+  },
+  projects: [
+    {
+      name: "chromium",
+      use: {
+        browserName: "chromium",
+        viewport: { width: 1280, height: 900 },
+        launchOptions: {
+          executablePath: process.env.CHROMIUM_PATH ?? "/usr/bin/chromium",
+          args: [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+          ],
+        },
+      },
+    },
+  ],
+  webServer: {
+    command: `rm -f ${db} ${db}-shm ${db}-wal && exec ../target/debug/gantry`,
+    url: `http://127.0.0.1:${port}/healthz`,
+    reuseExistingServer: false,
+    timeout: 60_000,
+    stdout: "pipe",
+    stderr: "pipe",
+    env: {
+      GANTRY__SERVER__ADDR: `127.0.0.1:${port}`,
+      GANTRY__DATABASE__URL: `sqlite://${db}?mode=rwc`,
+      GANTRY__SIM__CLOCK: "manual",
+      GANTRY__DEMO__JOBS: "false",
+      LEPTOS_SITE_ROOT: "../target/site",
+      RUST_LOG: "warn",
+    },
+  },
+});

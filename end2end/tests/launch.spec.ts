@@ -1,0 +1,108 @@
+import { expect, test } from "@playwright/test";
+import { SHOTS, apiAs, cancelEverything, hydrated, launch, signIn } from "./helpers";
+
+test.describe.serial("launch, watch the queue, cancel", () => {
+  test.beforeEach(async ({ baseURL }) => {
+    await cancelEverything(baseURL!);
+  });
+
+  test("a 16-GPU launch in 3 clicks shows its queue position, which moves without a reload", async ({ page, baseURL }) => {
+    // nlp's quota in hgx-h100 is 64 GPUs: fill it, then queue one job ahead of ours.
+    const alice = await apiAs(baseURL!, "alice");
+    const filler = await launch(alice, { template: "llama-3.1-8b-fsdp", gpus: 64, pool: "hgx-h100", name: "e2e-filler" });
+    expect(filler.state).toBe("admitted");
+    const ahead = await launch(alice, { template: "llama-3.1-8b-fsdp", gpus: 16, pool: "hgx-h100", name: "e2e-ahead" });
+    expect(ahead.queue_position).toBe(1);
+
+    await signIn(page, "alice");
+    await page.goto("/");
+    await hydrated(page);
+
+    // Click 1: Launch. Click 2: the template. Click 3: Launch with the defaults (16 GPUs).
+    await page.getByTestId("home-launch").click();
+    await expect(page.getByRole("heading", { name: "Launch a training job" })).toBeVisible();
+    await page.screenshot({ path: `${SHOTS}/launch-gallery.png`, fullPage: true });
+    await page.getByTestId("template-llama-3.1-8b-fsdp").click();
+    const submit = page.getByTestId("launch-submit");
+    await expect(submit).toHaveText("Launch on 16 GPUs (2 nodes)");
+    await expect(page.getByTestId("fit-line")).toContainText("Would queue, 1 job ahead");
+    await page.screenshot({ path: `${SHOTS}/launch-form.png`, fullPage: true });
+    await submit.click();
+
+    await expect(page).toHaveURL(/\/jobs\/[0-9a-f-]{36}$/);
+    await expect(page.getByTestId("job-state")).toHaveText("queued");
+    await expect(page.getByTestId("queue-position")).toHaveText("#2");
+    await expect(page.getByTestId("pending-reason")).toHaveText(
+      "Team nlp would exceed its quota in hgx-h100: 64 of 64 GPUs in use, this job needs 16",
+    );
+    await expect(page.getByTestId("job-events")).toContainText("Launched by alice");
+    await page.screenshot({ path: `${SHOTS}/job-queued.png`, fullPage: true });
+
+    // A marker on window survives only if the page is never reloaded.
+    await page.evaluate(() => ((window as any).__noReload = true));
+    const c = await alice.post(`/api/v1/jobs/${ahead.id}/cancel`);
+    expect(c.ok()).toBeTruthy();
+    await expect(page.getByTestId("queue-position")).toHaveText("#1");
+    expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
+
+    // The filler is cancelled too: our job is admitted, again without a reload.
+    await alice.post(`/api/v1/jobs/${filler.id}/cancel`);
+    await expect(page.getByTestId("job-state")).toHaveText("admitted");
+    expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
+    await page.screenshot({ path: `${SHOTS}/job-admitted.png`, fullPage: true });
+    await alice.dispose();
+  });
+
+  test("cancel from the Jobs page asks once, then the row shows cancelled", async ({ page, baseURL }) => {
+    const alice = await apiAs(baseURL!, "alice");
+    const job = await launch(alice, { template: "mistral-7b-sft", gpus: 8, pool: "hgx-h100", name: "e2e-to-cancel" });
+    await signIn(page, "alice");
+    await page.goto("/jobs?scope=mine");
+    await hydrated(page);
+    const row = page.getByTestId(`job-row-${job.id}`);
+    await expect(row).toHaveAttribute("data-state", "admitted");
+    await page.screenshot({ path: `${SHOTS}/jobs.png`, fullPage: true });
+    await row.getByTestId("cancel").click();
+    await expect(row.getByRole("alertdialog")).toContainText("Cancel e2e-to-cancel? It holds 8 GPUs (1 node) in hgx-h100.");
+    await row.getByTestId("confirm-cancel").click();
+    await expect(row).toHaveAttribute("data-state", "cancelled");
+    const res = await alice.get(`/api/v1/jobs/${job.id}`);
+    expect((await res.json()).state).toBe("cancelled");
+
+    // The state filter is kept in the URL.
+    await page.getByTestId("filter-cancelled").click();
+    await expect(page).toHaveURL(/state=cancelled/);
+    await expect(page.getByTestId(`job-row-${job.id}`)).toBeVisible();
+    await page.getByTestId("filter-running").click();
+    await expect(page.getByTestId(`job-row-${job.id}`)).toHaveCount(0);
+    await alice.dispose();
+  });
+
+  test("a bad parameter is explained beside the field and Launch stays disabled", async ({ page }) => {
+    await signIn(page, "alice");
+    await page.goto("/launch/llama-3.1-8b-fsdp");
+    await hydrated(page);
+    const lr = page.locator('input[name="learning_rate"]');
+    await lr.fill("fast");
+    await expect(page.getByText("must be a number, e.g. 2e-5")).toBeVisible();
+    await expect(page.getByTestId("launch-submit")).toBeDisabled();
+    await lr.fill("0.5");
+    await expect(page.getByText("must be between 1e-7 and 0.01")).toBeVisible();
+    await lr.fill("2e-5");
+    await expect(page.getByTestId("launch-submit")).toBeEnabled();
+  });
+
+  test("control: without the wasm bundle the Launch button does nothing", async ({ page }) => {
+    await signIn(page, "alice");
+    await page.route("**/*.wasm", (route) => route.abort());
+    await page.goto("/launch/mistral-7b-sft");
+    await page.getByTestId("launch-submit").click();
+    await page.waitForTimeout(1500);
+    await expect(page).toHaveURL(/\/launch\/mistral-7b-sft/);
+  });
+
+  test("signed out, pages offer the sign-in instead of data", async ({ page }) => {
+    await page.goto("/jobs");
+    await expect(page.getByRole("heading", { name: "Sign in to Gantry" })).toBeVisible();
+  });
+});

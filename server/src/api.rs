@@ -1,0 +1,320 @@
+//! The JSON API under `/api/v1` for automation, the CLI and agents, plus `/healthz`,
+//! `/readyz` and the live event stream. Errors are `{"error": {code, message, field}}`.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use app::backend::JobFilter;
+use app::error::{ApiError, ErrorCode};
+use app::model::{JobState, LaunchRequest, LiveEvent};
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::{Stream, StreamExt};
+use http::{HeaderMap, StatusCode};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use tokio_stream::wrappers::{BroadcastStream, IntervalStream};
+
+use crate::auth::ApiViewer;
+use crate::startup::AppState;
+
+/// An `ApiError` as an HTTP response.
+#[derive(Debug)]
+pub struct ApiFailure(pub ApiError);
+
+impl From<ApiError> for ApiFailure {
+    fn from(e: ApiError) -> Self {
+        ApiFailure(e)
+    }
+}
+
+impl IntoResponse for ApiFailure {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.0.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, Json(serde_json::json!({ "error": self.0 }))).into_response()
+    }
+}
+
+type ApiResult<T> = Result<T, ApiFailure>;
+
+/// A JSON body read strictly: malformed JSON is a 400, a value of the wrong type or an
+/// unknown field a 422 naming the field, a body over the limit a 413.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiFailure;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let json_type = req
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        if !json_type {
+            return Err(ApiFailure(ApiError::bad_request(
+                "send the body as JSON with Content-Type: application/json",
+            )));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rej| {
+            if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiFailure(ApiError::new(
+                    ErrorCode::PayloadTooLarge,
+                    "the request body is too large",
+                ))
+            } else {
+                ApiFailure(ApiError::bad_request("the request body could not be read"))
+            }
+        })?;
+        let de = &mut serde_json::Deserializer::from_slice(&bytes);
+        match serde_path_to_error::deserialize::<_, T>(de) {
+            Ok(v) => Ok(ApiJson(v)),
+            Err(e) => {
+                let path = e.path().to_string();
+                let inner = e.into_inner();
+                use serde_json::error::Category;
+                match inner.classify() {
+                    Category::Syntax | Category::Eof | Category::Io => Err(ApiFailure(
+                        ApiError::bad_request(format!("malformed JSON: {inner}")),
+                    )),
+                    Category::Data => {
+                        let msg = inner.to_string();
+                        let field = unknown_field(&msg).unwrap_or(if path == "." {
+                            String::new()
+                        } else {
+                            path
+                        });
+                        let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
+                        let err = ApiError::new(ErrorCode::Invalid, msg);
+                        Err(ApiFailure(if field.is_empty() {
+                            err
+                        } else {
+                            err.with_field(field)
+                        }))
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn unknown_field(msg: &str) -> Option<String> {
+    let rest = msg.strip_prefix("unknown field `")?;
+    rest.split('`').next().map(str::to_string)
+}
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/me", get(me))
+        .route("/api/v1/templates", get(templates))
+        .route("/api/v1/pools", get(pools))
+        .route("/api/v1/jobs", get(list_jobs).post(launch))
+        .route("/api/v1/jobs/{id}", get(get_job))
+        .route("/api/v1/jobs/{id}/cancel", post(cancel))
+        .route("/api/v1/events", get(events))
+        .route("/api/v1/sim/advance", post(sim_advance))
+        .route("/api/v1/{*rest}", axum::routing::any(no_such_route))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+}
+
+async fn no_such_route() -> ApiFailure {
+    ApiFailure(ApiError::not_found(
+        "no such API route; see README.md for the routes",
+    ))
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    match state.portal.db.ping().await {
+        Ok(()) => "ready".into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness check: database did not answer");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response()
+        }
+    }
+}
+
+async fn me(ApiViewer(v): ApiViewer) -> Json<app::model::Viewer> {
+    Json(v)
+}
+
+async fn templates(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+) -> ApiResult<impl IntoResponse> {
+    Ok(Json(state.portal.templates(&v).await?))
+}
+
+async fn pools(
+    State(state): State<AppState>,
+    ApiViewer(_): ApiViewer,
+) -> ApiResult<impl IntoResponse> {
+    Ok(Json(state.portal.pools().await?))
+}
+
+async fn launch(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<LaunchRequest>,
+) -> ApiResult<impl IntoResponse> {
+    let key = match headers.get("idempotency-key") {
+        Some(k) => Some(
+            k.to_str()
+                .map_err(|_| ApiError::invalid("Idempotency-Key", "must be printable ASCII"))?
+                .to_string(),
+        ),
+        None => None,
+    };
+    let (job, created) = state.portal.launch(&v, req, key).await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        [(http::header::LOCATION, format!("/api/v1/jobs/{}", job.id))],
+        Json(job),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobsQuery {
+    state: Option<String>,
+    team: Option<String>,
+    #[serde(default)]
+    mine: bool,
+}
+
+async fn list_jobs(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+    query: Result<Query<JobsQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<impl IntoResponse> {
+    let Query(q) = query.map_err(|e| {
+        ApiError::invalid(
+            "query",
+            format!("{}; accepted: state, team, mine", e.body_text()),
+        )
+    })?;
+    let state_filter = match q.state.as_deref() {
+        None | Some("") => None,
+        Some(s) => Some(JobState::parse(s).ok_or_else(|| {
+            ApiError::invalid("state", format!("unknown state '{s}'; one of queued, admitted, running, succeeded, failed, cancelled"))
+        })?),
+    };
+    let jobs = state
+        .portal
+        .jobs(
+            &v,
+            JobFilter {
+                state: state_filter,
+                team: q.team,
+                mine: q.mine,
+            },
+        )
+        .await?;
+    Ok(Json(jobs))
+}
+
+async fn get_job(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+    Path(id): Path<String>,
+) -> ApiResult<impl IntoResponse> {
+    Ok(Json(state.portal.job_for(&v, &id).await?))
+}
+
+async fn cancel(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+    Path(id): Path<String>,
+) -> ApiResult<impl IntoResponse> {
+    Ok(Json(state.portal.cancel(&v, &id).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Advance {
+    seconds: i64,
+}
+
+/// `POST /api/v1/sim/advance {"seconds": N}`: moves the manual sim clock (admins only).
+async fn sim_advance(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+    ApiJson(body): ApiJson<Advance>,
+) -> ApiResult<impl IntoResponse> {
+    let Some(sim) = state.sim.as_ref() else {
+        return Err(ApiError::not_found("the sim clock exists only with the sim back end").into());
+    };
+    if !v.is_admin {
+        return Err(ApiError::forbidden("only an admin can move the sim clock").into());
+    }
+    if !(1..=30 * 86400).contains(&body.seconds) {
+        return Err(ApiError::invalid("seconds", "must be between 1 and 2592000 (30 days)").into());
+    }
+    let Some(now) = sim.advance(chrono::Duration::seconds(body.seconds)) else {
+        return Err(ApiError::conflict(
+            "the sim clock is scaled; set GANTRY__SIM__CLOCK=manual to move it by hand",
+        )
+        .into());
+    };
+    state.portal.sync().await;
+    if let Err(e) = state.portal.db.save_sim_clock(now).await {
+        tracing::warn!(error = %e, "could not save the sim clock");
+    }
+    Ok(Json(serde_json::json!({ "now": now })))
+}
+
+/// `GET /api/v1/events`: server-sent events. The viewer's teams' job changes carry the job
+/// id; other teams' changes only say which pool moved (queue positions may have changed).
+async fn events(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let portal = state.portal.clone();
+    let clock = state.portal.clone();
+    let changes = BroadcastStream::new(portal.subscribe_live()).map(move |msg| {
+        match msg {
+            Ok(c) if v.is_admin || v.is_member_of(&c.team) => LiveEvent::Job {
+                job_id: c.job_id,
+                pool: c.pool,
+                state: c.state,
+                now: c.at,
+            },
+            Ok(c) => LiveEvent::Job {
+                job_id: String::new(),
+                pool: c.pool,
+                state: c.state,
+                now: c.at,
+            },
+            // Missed some: a pool-less change makes the page refetch everything.
+            Err(_) => LiveEvent::Job {
+                job_id: String::new(),
+                pool: String::new(),
+                state: JobState::Queued,
+                now: app::backend::Backend::now(&*clock),
+            },
+        }
+    });
+    let clock = state.portal.clone();
+    let ticks = IntervalStream::new(tokio::time::interval(Duration::from_secs(2))).map(move |_| {
+        LiveEvent::Tick {
+            now: app::backend::Backend::now(&*clock),
+        }
+    });
+    let stream = futures::stream::select(changes, ticks)
+        .map(|e| Ok(Event::default().data(serde_json::to_string(&e).unwrap_or_default())));
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}

@@ -1,0 +1,148 @@
+//! The `Cluster` seam: what Gantry needs from the engine that queues and runs jobs. It follows
+//! Kueue's model — submit a workload, cancel it, watch its state changes, read queue positions
+//! from the visibility API — so the Kubernetes back end can implement it as it stands. The
+//! in-process `sim` back end is the embedded default and the test double.
+
+pub mod admission;
+pub mod sim;
+
+use app::model::Priority;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use tokio::sync::mpsc;
+
+pub use admission::QueueingStrategy;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("unknown pool {0}")]
+    UnknownPool(String),
+    #[error("the cluster is unavailable: {0}")]
+    Unavailable(String),
+}
+
+pub type Result<T, E = ClusterError> = std::result::Result<T, E>;
+
+/// A pool of identical HGX nodes (a Kueue ResourceFlavor).
+#[derive(Clone, Debug)]
+pub struct PoolSpec {
+    pub name: String,
+    pub gpu_model: String,
+    pub nodes: u32,
+    pub strategy: QueueingStrategy,
+}
+
+/// A job as the cluster sees it (a Kueue Workload).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkloadSpec {
+    /// Gantry's job id; the cluster objects are named from it, so a retried submission of the
+    /// same job is the same workload.
+    pub job_id: String,
+    pub team: String,
+    pub pool: String,
+    pub gpus: u32,
+    pub priority: Priority,
+    pub submitted_at: DateTime<Utc>,
+    pub max_runtime_s: u64,
+}
+
+/// A state change the cluster reports, in the order it happened.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterEvent {
+    /// Increases by one per event of this cluster instance.
+    pub seq: u64,
+    pub job_id: String,
+    pub pool: String,
+    pub at: DateTime<Utc>,
+    pub change: Change,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    /// Quota reserved and nodes assigned (Kueue `Admitted`).
+    Admitted {
+        nodes: Vec<String>,
+    },
+    /// All pods are up (Kueue `PodsReady`).
+    Running,
+    Succeeded {
+        reason: String,
+    },
+    Failed {
+        reason: String,
+    },
+    Cancelled {
+        reason: String,
+    },
+}
+
+/// A queued workload as Kueue's visibility API lists it, plus the reason from its
+/// `QuotaReserved=False` condition.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingWorkload {
+    pub job_id: String,
+    pub team: String,
+    pub gpus: u32,
+    /// 1-based rank among the pending workloads of the pool.
+    pub position_in_pool: u32,
+    /// 1-based rank among the pending workloads of the same team in the pool.
+    pub position_in_team: u32,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolStatus {
+    pub name: String,
+    pub gpu_model: String,
+    pub nodes: u32,
+    pub gpus_total: u32,
+    pub gpus_allocated: u32,
+    pub free_nodes: u32,
+    pub pending: u32,
+    /// GPUs admitted per team.
+    pub used_by_team: Vec<(String, u32)>,
+}
+
+/// What the cluster would do with a workload submitted now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Admissibility {
+    pub fits_now: bool,
+    pub ahead: u32,
+    pub reason: Option<String>,
+    /// The workload could never be admitted (larger than the pool or the quota).
+    pub never: bool,
+}
+
+/// Where a known workload stands, for reconciling after a restart.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WorkloadPhase {
+    Pending,
+    Admitted {
+        at: DateTime<Utc>,
+        nodes: Vec<String>,
+        running: bool,
+    },
+}
+
+#[async_trait]
+pub trait Cluster: Send + Sync + 'static {
+    /// The cluster's clock: the sim's may run faster than real time.
+    fn now(&self) -> DateTime<Utc>;
+    /// Sets a team's nominal GPU quota in a pool (a ClusterQueue's flavor quota).
+    async fn set_quota(&self, team: &str, pool: &str, nominal_gpus: u32) -> Result<()>;
+    /// Submits a workload; submitting one the cluster already has changes nothing.
+    async fn submit(&self, w: WorkloadSpec) -> Result<()>;
+    /// Removes a workload and frees what it holds; unknown ids are ignored.
+    async fn cancel(&self, job_id: &str) -> Result<()>;
+    /// The pending workloads of a pool in admission order.
+    async fn pending(&self, pool: &str) -> Result<Vec<PendingWorkload>>;
+    async fn pools(&self) -> Result<Vec<PoolStatus>>;
+    /// Whether a workload like this would be admitted now, and if not why.
+    async fn check(&self, w: &WorkloadSpec) -> Result<Admissibility>;
+    /// Every workload the cluster knows that has not finished.
+    async fn workloads(&self) -> Result<Vec<(String, WorkloadPhase)>>;
+    /// A stream of every state change from now on.
+    fn subscribe(&self) -> mpsc::UnboundedReceiver<ClusterEvent>;
+    /// The sequence number of the last event sent to subscribers.
+    fn last_seq(&self) -> u64;
+}

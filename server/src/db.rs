@@ -1,0 +1,647 @@
+//! Persistence: one `Db` over sqlx's `Any` driver, so the same SQL runs on SQLite (the
+//! embedded default) and Postgres (production). Times are milliseconds since the epoch.
+
+use std::collections::HashMap;
+
+use app::model::{JobEvent, JobState, Membership, ParamSpec, Priority, Role, Template, Viewer};
+use chrono::{DateTime, TimeZone, Utc};
+use serde_json::{Map, Value};
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Row};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("not found")]
+    NotFound,
+    #[error("unique constraint violated")]
+    Conflict,
+    #[error("database: {0}")]
+    Sqlx(#[from] sqlx::Error),
+    #[error("migration: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("stored JSON does not parse: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+pub type Result<T, E = DbError> = std::result::Result<T, E>;
+
+fn map_err(e: sqlx::Error) -> DbError {
+    match &e {
+        sqlx::Error::RowNotFound => DbError::NotFound,
+        sqlx::Error::Database(d) if d.is_unique_violation() => DbError::Conflict,
+        _ => DbError::Sqlx(e),
+    }
+}
+
+pub fn ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+pub fn from_ms(v: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(v).single().unwrap_or_default()
+}
+
+#[derive(Clone)]
+pub struct Db {
+    pool: AnyPool,
+}
+
+/// A job as stored; the service adds queue position and reason from the cluster.
+#[derive(Clone, Debug)]
+pub struct JobRow {
+    pub id: String,
+    pub name: String,
+    pub template: String,
+    pub template_version: u32,
+    pub team: String,
+    pub user: String,
+    pub pool: String,
+    pub gpus: u32,
+    pub priority: Priority,
+    pub state: JobState,
+    pub params: Map<String, Value>,
+    pub max_runtime_s: u64,
+    pub node_names: Vec<String>,
+    pub request_body: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub admitted_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub sent_at: Option<DateTime<Utc>>,
+}
+
+const JOB_COLUMNS: &str = "job_id, name, template_id, template_version, team_id, user_id, pool_id, gpus, priority, state, params, max_runtime_s, node_names, request_body, created_at, admitted_at, finished_at, sent_at";
+
+fn job_from_row(r: &AnyRow) -> Result<JobRow> {
+    let state: String = r.try_get("state")?;
+    let priority: String = r.try_get("priority")?;
+    let params: String = r.try_get("params")?;
+    let nodes: String = r.try_get("node_names")?;
+    Ok(JobRow {
+        id: r.try_get("job_id")?,
+        name: r.try_get("name")?,
+        template: r.try_get("template_id")?,
+        template_version: r.try_get::<i64, _>("template_version")? as u32,
+        team: r.try_get("team_id")?,
+        user: r.try_get("user_id")?,
+        pool: r.try_get("pool_id")?,
+        gpus: r.try_get::<i64, _>("gpus")? as u32,
+        priority: Priority::parse(&priority).unwrap_or_default(),
+        state: JobState::parse(&state).unwrap_or(JobState::Failed),
+        params: serde_json::from_str(&params)?,
+        max_runtime_s: r.try_get::<i64, _>("max_runtime_s")? as u64,
+        node_names: serde_json::from_str(&nodes)?,
+        request_body: r.try_get("request_body")?,
+        created_at: from_ms(r.try_get("created_at")?),
+        admitted_at: r.try_get::<Option<i64>, _>("admitted_at")?.map(from_ms),
+        finished_at: r.try_get::<Option<i64>, _>("finished_at")?.map(from_ms),
+        sent_at: r.try_get::<Option<i64>, _>("sent_at")?.map(from_ms),
+    })
+}
+
+/// A new job to store.
+pub struct NewJob<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub template: &'a str,
+    pub template_version: u32,
+    pub team: &'a str,
+    pub user: &'a str,
+    pub pool: &'a str,
+    pub gpus: u32,
+    pub priority: Priority,
+    pub params: &'a Map<String, Value>,
+    pub max_runtime_s: u64,
+    pub idempotency_key: Option<&'a str>,
+    pub request_body: &'a str,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A state change to store, with the fields it sets.
+pub struct Transition<'a> {
+    pub job_id: &'a str,
+    /// Applied only if the job is in one of these states (so late events never undo a cancel).
+    pub from: &'a [JobState],
+    pub to: JobState,
+    pub at: DateTime<Utc>,
+    pub reason: &'a str,
+    pub node_names: Option<&'a [String]>,
+}
+
+#[derive(Clone, Debug)]
+pub struct PoolRow {
+    pub name: String,
+    pub gpu_model: String,
+    pub nodes: u32,
+    pub strategy: String,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct JobQuery {
+    pub teams: Option<Vec<String>>,
+    pub user: Option<String>,
+    pub state: Option<JobState>,
+    pub limit: i64,
+}
+
+impl Db {
+    /// Connects and brings the schema up to date.
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Db> {
+        sqlx::any::install_default_drivers();
+        let pool = AnyPoolOptions::new()
+            .max_connections(max_connections)
+            .connect(url)
+            .await?;
+        if url.starts_with("sqlite:") {
+            // Readers do not block the writer in WAL mode; the setting stays with the file.
+            sqlx::query("PRAGMA journal_mode = WAL")
+                .execute(&pool)
+                .await?;
+        }
+        let db = Db { pool };
+        db.migrate().await?;
+        Ok(db)
+    }
+
+    pub async fn migrate(&self) -> Result<()> {
+        sqlx::migrate!("../migrations").run(&self.pool).await?;
+        Ok(())
+    }
+
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    // ---- people and teams -------------------------------------------------------------
+
+    pub async fn insert_team(&self, team: &str, display: &str, at: DateTime<Utc>) -> Result<()> {
+        sqlx::query("INSERT INTO team (team_id, display_name, created_at) VALUES ($1, $2, $3) ON CONFLICT (team_id) DO NOTHING")
+            .bind(team)
+            .bind(display)
+            .bind(ms(at))
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub async fn insert_user(
+        &self,
+        user: &str,
+        display: &str,
+        is_admin: bool,
+        at: DateTime<Utc>,
+    ) -> Result<()> {
+        sqlx::query("INSERT INTO app_user (user_id, display_name, is_admin, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (user_id) DO NOTHING")
+            .bind(user)
+            .bind(display)
+            .bind(is_admin as i64)
+            .bind(ms(at))
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub async fn insert_membership(&self, user: &str, team: &str, role: Role) -> Result<()> {
+        let role = match role {
+            Role::Member => "member",
+            Role::Lead => "lead",
+        };
+        sqlx::query("INSERT INTO membership (user_id, team_id, role) VALUES ($1, $2, $3) ON CONFLICT (user_id, team_id) DO NOTHING")
+            .bind(user)
+            .bind(team)
+            .bind(role)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub async fn get_viewer(&self, user: &str) -> Result<Option<Viewer>> {
+        let Some(row) =
+            sqlx::query("SELECT user_id, display_name, is_admin FROM app_user WHERE user_id = $1")
+                .bind(user)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(map_err)?
+        else {
+            return Ok(None);
+        };
+        let teams =
+            sqlx::query("SELECT team_id, role FROM membership WHERE user_id = $1 ORDER BY team_id")
+                .bind(user)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(map_err)?
+                .iter()
+                .map(|r| {
+                    let role: String = r.try_get("role")?;
+                    Ok(Membership {
+                        team: r.try_get("team_id")?,
+                        role: if role == "lead" {
+                            Role::Lead
+                        } else {
+                            Role::Member
+                        },
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+        Ok(Some(Viewer {
+            user: row.try_get("user_id")?,
+            display_name: row.try_get("display_name")?,
+            teams,
+            is_admin: row.try_get::<i64, _>("is_admin")? != 0,
+        }))
+    }
+
+    pub async fn list_user_ids(&self) -> Result<Vec<String>> {
+        let rows = sqlx::query("SELECT user_id FROM app_user ORDER BY is_admin, user_id")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        rows.iter().map(|r| Ok(r.try_get("user_id")?)).collect()
+    }
+
+    // ---- pools and quotas -------------------------------------------------------------
+
+    pub async fn insert_pool(&self, p: &PoolRow, at: DateTime<Utc>) -> Result<()> {
+        sqlx::query("INSERT INTO pool (pool_id, gpu_model, node_count, gpus_per_node, queueing_strategy, created_at) VALUES ($1, $2, $3, 8, $4, $5) ON CONFLICT (pool_id) DO NOTHING")
+            .bind(&p.name)
+            .bind(&p.gpu_model)
+            .bind(p.nodes as i64)
+            .bind(&p.strategy)
+            .bind(ms(at))
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub async fn list_pools(&self) -> Result<Vec<PoolRow>> {
+        let rows = sqlx::query(
+            "SELECT pool_id, gpu_model, node_count, queueing_strategy FROM pool ORDER BY pool_id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(map_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok(PoolRow {
+                    name: r.try_get("pool_id")?,
+                    gpu_model: r.try_get("gpu_model")?,
+                    nodes: r.try_get::<i64, _>("node_count")? as u32,
+                    strategy: r.try_get("queueing_strategy")?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn set_quota(
+        &self,
+        team: &str,
+        pool: &str,
+        nominal: u32,
+        at: DateTime<Utc>,
+    ) -> Result<()> {
+        sqlx::query("INSERT INTO quota (team_id, pool_id, nominal_gpus, updated_at) VALUES ($1, $2, $3, $4) ON CONFLICT (team_id, pool_id) DO UPDATE SET nominal_gpus = excluded.nominal_gpus, updated_at = excluded.updated_at")
+            .bind(team)
+            .bind(pool)
+            .bind(nominal as i64)
+            .bind(ms(at))
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    /// (team, pool, nominal GPUs), ordered.
+    pub async fn list_quotas(&self) -> Result<Vec<(String, String, u32)>> {
+        let rows = sqlx::query(
+            "SELECT team_id, pool_id, nominal_gpus FROM quota ORDER BY team_id, pool_id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(map_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("team_id")?,
+                    r.try_get("pool_id")?,
+                    r.try_get::<i64, _>("nominal_gpus")? as u32,
+                ))
+            })
+            .collect()
+    }
+
+    // ---- templates ----------------------------------------------------------------------
+
+    /// Stores a template and its first version (or a new version of an existing one).
+    pub async fn insert_template(&self, t: &Template, at: DateTime<Utc>) -> Result<()> {
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        sqlx::query("INSERT INTO template (template_id, display_name, family, model_size, method, description, default_pool, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (template_id) DO NOTHING")
+            .bind(&t.name)
+            .bind(&t.display_name)
+            .bind(&t.family)
+            .bind(&t.model_size)
+            .bind(&t.method)
+            .bind(&t.description)
+            .bind(&t.default_pool)
+            .bind(ms(at))
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        sqlx::query("INSERT INTO template_version (template_id, version, image, command, params, allowed_gpus, default_gpus, default_max_runtime_s, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)")
+            .bind(&t.name)
+            .bind(t.version as i64)
+            .bind(&t.image)
+            .bind(serde_json::to_string(&t.command)?)
+            .bind(serde_json::to_string(&t.params)?)
+            .bind(serde_json::to_string(&t.allowed_gpus)?)
+            .bind(t.default_gpus as i64)
+            .bind(t.default_max_runtime_s as i64)
+            .bind(ms(at))
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(())
+    }
+
+    /// The newest version of every template that is not deprecated.
+    pub async fn list_templates(&self) -> Result<Vec<Template>> {
+        let rows = sqlx::query(
+            "SELECT t.template_id, t.display_name, t.family, t.model_size, t.method, t.description, t.default_pool, \
+                    v.version, v.image, v.command, v.params, v.allowed_gpus, v.default_gpus, v.default_max_runtime_s \
+             FROM template t JOIN template_version v ON v.template_id = t.template_id \
+             WHERE t.deprecated = 0 \
+               AND v.version = (SELECT MAX(v2.version) FROM template_version v2 WHERE v2.template_id = t.template_id) \
+             ORDER BY t.family, t.template_id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(map_err)?;
+        rows.iter().map(template_from_row).collect()
+    }
+
+    /// template → when the team last launched it.
+    pub async fn last_used_by_team(&self, team: &str) -> Result<HashMap<String, DateTime<Utc>>> {
+        let rows = sqlx::query("SELECT template_id, MAX(created_at) AS last FROM job WHERE team_id = $1 GROUP BY template_id")
+            .bind(team)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("template_id")?, from_ms(r.try_get("last")?))))
+            .collect()
+    }
+
+    // ---- jobs ---------------------------------------------------------------------------
+
+    /// Stores a new job and its first event in one transaction. `Conflict` when the
+    /// idempotency key was used before.
+    pub async fn insert_job(&self, j: &NewJob<'_>, reason: &str) -> Result<()> {
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        sqlx::query(
+            "INSERT INTO job (job_id, name, template_id, template_version, team_id, user_id, pool_id, gpus, priority, state, params, max_runtime_s, idempotency_key, request_body, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13, $14)",
+        )
+        .bind(j.id)
+        .bind(j.name)
+        .bind(j.template)
+        .bind(j.template_version as i64)
+        .bind(j.team)
+        .bind(j.user)
+        .bind(j.pool)
+        .bind(j.gpus as i64)
+        .bind(j.priority.as_str())
+        .bind(serde_json::to_string(j.params)?)
+        .bind(j.max_runtime_s as i64)
+        .bind(j.idempotency_key)
+        .bind(j.request_body)
+        .bind(ms(j.created_at))
+        .execute(&mut *tx)
+        .await
+        .map_err(map_err)?;
+        insert_event(&mut tx, j.id, j.created_at, "queued", reason).await?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(())
+    }
+
+    pub async fn find_by_idempotency_key(&self, user: &str, key: &str) -> Result<Option<JobRow>> {
+        let sql =
+            format!("SELECT {JOB_COLUMNS} FROM job WHERE user_id = $1 AND idempotency_key = $2");
+        sqlx::query(&sql)
+            .bind(user)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(map_err)?
+            .as_ref()
+            .map(job_from_row)
+            .transpose()
+    }
+
+    pub async fn mark_sent(&self, job_id: &str, at: DateTime<Utc>) -> Result<()> {
+        sqlx::query("UPDATE job SET sent_at = $1 WHERE job_id = $2 AND sent_at IS NULL")
+            .bind(ms(at))
+            .bind(job_id)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub async fn get_job(&self, id: &str) -> Result<JobRow> {
+        let sql = format!("SELECT {JOB_COLUMNS} FROM job WHERE job_id = $1");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?;
+        job_from_row(&row)
+    }
+
+    pub async fn list_jobs(&self, q: &JobQuery) -> Result<Vec<JobRow>> {
+        let mut sql = format!("SELECT {JOB_COLUMNS} FROM job WHERE 1 = 1");
+        let mut args: Vec<String> = Vec::new();
+        if let Some(teams) = &q.teams {
+            if teams.is_empty() {
+                return Ok(Vec::new());
+            }
+            let marks: Vec<String> = teams
+                .iter()
+                .map(|t| {
+                    args.push(t.clone());
+                    format!("${}", args.len())
+                })
+                .collect();
+            sql.push_str(&format!(" AND team_id IN ({})", marks.join(", ")));
+        }
+        if let Some(user) = &q.user {
+            args.push(user.clone());
+            sql.push_str(&format!(" AND user_id = ${}", args.len()));
+        }
+        if let Some(state) = q.state {
+            args.push(state.as_str().to_string());
+            sql.push_str(&format!(" AND state = ${}", args.len()));
+        }
+        sql.push_str(&format!(
+            " ORDER BY created_at DESC, job_id DESC LIMIT {}",
+            q.limit.clamp(1, 1000)
+        ));
+        let mut query = sqlx::query(&sql);
+        for a in &args {
+            query = query.bind(a.as_str());
+        }
+        let rows = query.fetch_all(&self.pool).await.map_err(map_err)?;
+        rows.iter().map(job_from_row).collect()
+    }
+
+    /// Queued, admitted and running jobs, oldest first.
+    pub async fn active_jobs(&self) -> Result<Vec<JobRow>> {
+        let sql = format!("SELECT {JOB_COLUMNS} FROM job WHERE state IN ('queued', 'admitted', 'running') ORDER BY created_at, job_id");
+        let rows = sqlx::query(&sql)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        rows.iter().map(job_from_row).collect()
+    }
+
+    pub async fn events_for(&self, job_ids: &[&str]) -> Result<HashMap<String, Vec<JobEvent>>> {
+        let mut out: HashMap<String, Vec<JobEvent>> = HashMap::new();
+        for chunk in job_ids.chunks(200) {
+            let marks: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+            let sql = format!(
+                "SELECT job_id, at, kind, reason FROM job_event WHERE job_id IN ({}) ORDER BY at, job_event_id",
+                marks.join(", ")
+            );
+            let mut q = sqlx::query(&sql);
+            for id in chunk {
+                q = q.bind(*id);
+            }
+            for r in q.fetch_all(&self.pool).await.map_err(map_err)? {
+                out.entry(r.try_get("job_id")?).or_default().push(JobEvent {
+                    at: from_ms(r.try_get("at")?),
+                    kind: r.try_get("kind")?,
+                    reason: r.try_get("reason")?,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Applies a state change if the job is in one of `from`; returns whether it applied.
+    pub async fn transition(&self, t: &Transition<'_>) -> Result<bool> {
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let sets_admitted = t.to == JobState::Admitted;
+        let sets_finished = matches!(
+            t.to,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled
+        );
+        let nodes = t.node_names.map(serde_json::to_string).transpose()?;
+        let marks: Vec<String> = (0..t.from.len()).map(|i| format!("${}", i + 7)).collect();
+        let sql = format!(
+            "UPDATE job SET state = $1, \
+                 admitted_at = CASE WHEN $2 = 1 THEN $3 ELSE admitted_at END, \
+                 finished_at = CASE WHEN $4 = 1 THEN $3 ELSE finished_at END, \
+                 node_names = COALESCE($5, node_names) \
+             WHERE job_id = $6 AND state IN ({})",
+            marks.join(", ")
+        );
+        let mut q = sqlx::query(&sql)
+            .bind(t.to.as_str())
+            .bind(sets_admitted as i64)
+            .bind(ms(t.at))
+            .bind(sets_finished as i64)
+            .bind(nodes)
+            .bind(t.job_id);
+        for s in t.from {
+            q = q.bind(s.as_str());
+        }
+        let changed = q.execute(&mut *tx).await.map_err(map_err)?.rows_affected() > 0;
+        if changed {
+            insert_event(&mut tx, t.job_id, t.at, t.to.as_str(), t.reason).await?;
+        }
+        tx.commit().await.map_err(map_err)?;
+        Ok(changed)
+    }
+
+    // ---- sim clock ----------------------------------------------------------------------
+
+    pub async fn sim_clock(&self) -> Result<Option<DateTime<Utc>>> {
+        let row = sqlx::query("SELECT now_ms FROM sim_clock WHERE sim_clock_id = 1")
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(row
+            .map(|r| r.try_get::<i64, _>("now_ms").map(from_ms))
+            .transpose()?)
+    }
+
+    pub async fn save_sim_clock(&self, now: DateTime<Utc>) -> Result<()> {
+        sqlx::query("INSERT INTO sim_clock (sim_clock_id, now_ms) VALUES (1, $1) ON CONFLICT (sim_clock_id) DO UPDATE SET now_ms = excluded.now_ms")
+            .bind(ms(now))
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub async fn count_pools(&self) -> Result<i64> {
+        let r = sqlx::query("SELECT COUNT(*) AS n FROM pool")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(r.try_get::<i64, _>("n")?)
+    }
+}
+
+async fn insert_event(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    job_id: &str,
+    at: DateTime<Utc>,
+    kind: &str,
+    reason: &str,
+) -> Result<()> {
+    sqlx::query("INSERT INTO job_event (job_event_id, job_id, at, kind, reason) VALUES ($1, $2, $3, $4, $5)")
+        .bind(uuid::Uuid::now_v7().to_string())
+        .bind(job_id)
+        .bind(ms(at))
+        .bind(kind)
+        .bind(reason)
+        .execute(&mut **tx)
+        .await
+        .map_err(map_err)?;
+    Ok(())
+}
+
+fn template_from_row(r: &AnyRow) -> Result<Template> {
+    let command: String = r.try_get("command")?;
+    let params: String = r.try_get("params")?;
+    let allowed: String = r.try_get("allowed_gpus")?;
+    Ok(Template {
+        name: r.try_get("template_id")?,
+        version: r.try_get::<i64, _>("version")? as u32,
+        display_name: r.try_get("display_name")?,
+        family: r.try_get("family")?,
+        model_size: r.try_get("model_size")?,
+        method: r.try_get("method")?,
+        description: r.try_get("description")?,
+        image: r.try_get("image")?,
+        command: serde_json::from_str(&command)?,
+        params: serde_json::from_str::<Vec<ParamSpec>>(&params)?,
+        allowed_gpus: serde_json::from_str(&allowed)?,
+        default_gpus: r.try_get::<i64, _>("default_gpus")? as u32,
+        default_pool: r.try_get("default_pool")?,
+        default_max_runtime_s: r.try_get::<i64, _>("default_max_runtime_s")? as u64,
+        last_used_by_team: None,
+    })
+}

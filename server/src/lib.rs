@@ -1,0 +1,15 @@
+//! Gantry's server: configuration, services, persistence, the cluster back ends, the JSON
+//! API and the Leptos handler. `main.rs` only parses the command line and calls [`startup`].
+
+pub mod api;
+pub mod auth;
+pub mod clock;
+pub mod cluster;
+pub mod config;
+pub mod db;
+pub mod reconciler;
+pub mod request_id;
+pub mod seed;
+pub mod service;
+pub mod session_store;
+pub mod startup;

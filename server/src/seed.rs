@@ -1,0 +1,339 @@
+//! The embedded default's demo data: two HGX pools, three teams with quotas, five users and
+//! realistic templates, plus (optionally) a few jobs so the pools are not empty on first run.
+
+use app::model::{LaunchRequest, ParamKind, ParamSpec, Role, Template};
+use chrono::{DateTime, Utc};
+use serde_json::{json, Map, Value};
+
+use crate::db::{Db, PoolRow, Result};
+
+pub struct DemoUser {
+    pub id: &'static str,
+    pub name: &'static str,
+    pub admin: bool,
+    pub teams: &'static [(&'static str, Role)],
+}
+
+pub const USERS: &[DemoUser] = &[
+    DemoUser {
+        id: "alice",
+        name: "Alice Martin",
+        admin: false,
+        teams: &[("nlp", Role::Member)],
+    },
+    DemoUser {
+        id: "bob",
+        name: "Bob Okafor",
+        admin: false,
+        teams: &[("nlp", Role::Lead)],
+    },
+    DemoUser {
+        id: "dave",
+        name: "Dave Kim",
+        admin: false,
+        teams: &[("vision", Role::Member)],
+    },
+    DemoUser {
+        id: "erin",
+        name: "Erin Novak",
+        admin: false,
+        teams: &[("speech", Role::Member)],
+    },
+    DemoUser {
+        id: "carol",
+        name: "Carol Diaz",
+        admin: true,
+        teams: &[],
+    },
+];
+
+/// (pool, GPU model, nodes)
+pub const POOLS: &[(&str, &str, u32)] = &[
+    ("hgx-h100", "NVIDIA H100 80GB", 16),
+    ("hgx-h200", "NVIDIA H200 141GB", 4),
+];
+
+/// (team, pool, nominal GPUs)
+pub const QUOTAS: &[(&str, &str, u32)] = &[
+    ("nlp", "hgx-h100", 64),
+    ("vision", "hgx-h100", 32),
+    ("speech", "hgx-h100", 32),
+    ("nlp", "hgx-h200", 16),
+    ("vision", "hgx-h200", 8),
+    ("speech", "hgx-h200", 8),
+];
+
+fn p(
+    name: &str,
+    label: &str,
+    kind: ParamKind,
+    default: Value,
+    bounds: (Option<f64>, Option<f64>),
+    help: &str,
+    advanced: bool,
+) -> ParamSpec {
+    ParamSpec {
+        name: name.into(),
+        label: label.into(),
+        kind,
+        default,
+        min: bounds.0,
+        max: bounds.1,
+        help: help.into(),
+        advanced,
+    }
+}
+
+fn common(lr: f64, batch: i64, dataset: &str, seq: i64) -> Vec<ParamSpec> {
+    use ParamKind::*;
+    vec![
+        p(
+            "learning_rate",
+            "Learning rate",
+            Float,
+            json!(lr),
+            (Some(1e-7), Some(1e-2)),
+            "Peak learning rate after warm-up",
+            false,
+        ),
+        p(
+            "epochs",
+            "Epochs",
+            Int,
+            json!(3),
+            (Some(1.0), Some(50.0)),
+            "Passes over the dataset",
+            false,
+        ),
+        p(
+            "per_device_batch_size",
+            "Batch size per GPU",
+            Int,
+            json!(batch),
+            (Some(1.0), Some(128.0)),
+            "Micro-batch on each GPU",
+            false,
+        ),
+        p(
+            "dataset",
+            "Dataset",
+            Path,
+            json!(dataset),
+            (None, None),
+            "Training data location",
+            false,
+        ),
+        p(
+            "max_seq_len",
+            "Max sequence length",
+            Int,
+            json!(seq),
+            (Some(128.0), Some(131072.0)),
+            "Tokens per sample",
+            true,
+        ),
+        p(
+            "warmup_ratio",
+            "Warm-up ratio",
+            Float,
+            json!(0.03),
+            (Some(0.0), Some(0.5)),
+            "Share of steps spent warming up",
+            true,
+        ),
+        p(
+            "gradient_checkpointing",
+            "Gradient checkpointing",
+            Bool,
+            json!(true),
+            (None, None),
+            "Trade compute for memory",
+            true,
+        ),
+        p(
+            "seed",
+            "Random seed",
+            Int,
+            json!(42),
+            (Some(0.0), Some(2147483647.0)),
+            "",
+            true,
+        ),
+    ]
+}
+
+pub fn templates() -> Vec<Template> {
+    use ParamKind::*;
+    let mut llama8 = common(2e-5, 4, "s3://ml-datasets/instruct/v3/", 8192);
+    llama8.push(p(
+        "fsdp_sharding",
+        "FSDP sharding",
+        String,
+        json!("FULL_SHARD"),
+        (None, None),
+        "FULL_SHARD or HYBRID_SHARD",
+        true,
+    ));
+    let mut llama70 = common(1e-4, 2, "s3://ml-datasets/instruct/v3/", 4096);
+    llama70.insert(
+        0,
+        p(
+            "lora_rank",
+            "LoRA rank",
+            Int,
+            json!(16),
+            (Some(1.0), Some(256.0)),
+            "Rank of the adapter matrices",
+            false,
+        ),
+    );
+    llama70.insert(
+        1,
+        p(
+            "lora_alpha",
+            "LoRA alpha",
+            Int,
+            json!(32),
+            (Some(1.0), Some(512.0)),
+            "Scaling of the adapter",
+            true,
+        ),
+    );
+    let mistral = common(5e-6, 8, "s3://ml-datasets/chat-sft/2026-10/", 4096);
+    let mut qwen = common(1e-5, 1, "s3://ml-datasets/pretrain-mix/v7/", 8192);
+    qwen.push(p(
+        "zero_offload",
+        "Offload optimizer to CPU",
+        Bool,
+        json!(false),
+        (None, None),
+        "ZeRO-3 optimizer offload",
+        true,
+    ));
+    let mut whisper = common(1e-5, 16, "s3://ml-datasets/speech/call-center-en/", 448);
+    whisper.retain(|x| x.name != "max_seq_len");
+    whisper.push(p(
+        "language",
+        "Language",
+        String,
+        json!("en"),
+        (None, None),
+        "ISO 639-1 code",
+        false,
+    ));
+    let t = |name: &str,
+             display: &str,
+             family: &str,
+             size: &str,
+             method: &str,
+             desc: &str,
+             image: &str,
+             cmd: &[&str],
+             params: Vec<ParamSpec>,
+             gpus: &[u32],
+             default_gpus: u32,
+             hours: u64| Template {
+        name: name.into(),
+        version: 1,
+        display_name: display.into(),
+        family: family.into(),
+        model_size: size.into(),
+        method: method.into(),
+        description: desc.into(),
+        image: image.into(),
+        command: cmd.iter().map(|s| s.to_string()).collect(),
+        params,
+        allowed_gpus: gpus.to_vec(),
+        default_gpus,
+        default_pool: "hgx-h100".into(),
+        default_max_runtime_s: hours * 3600,
+        last_used_by_team: None,
+    };
+    vec![
+        t("llama-3.1-8b-fsdp", "Llama 3.1 8B full fine-tune", "Llama", "8B", "Full fine-tune (FSDP)",
+          "Full-parameter instruction tuning of Llama 3.1 8B with PyTorch FSDP across nodes.",
+          "registry.internal/ml/llama-recipes:3.1-fsdp-2026.10", &["torchrun", "-m", "recipes.finetune", "--config", "configs/llama3_8b_full.yaml"],
+          llama8, &[8, 16, 32, 64], 16, 8),
+        t("llama-3.1-70b-lora", "Llama 3.1 70B LoRA", "Llama", "70B", "LoRA",
+          "Parameter-efficient LoRA adapters on Llama 3.1 70B, bf16 base weights sharded with FSDP.",
+          "registry.internal/ml/llama-recipes:3.1-lora-2026.10", &["torchrun", "-m", "recipes.lora", "--config", "configs/llama3_70b_lora.yaml"],
+          llama70, &[8, 16, 32], 8, 12),
+        t("mistral-7b-sft", "Mistral 7B SFT", "Mistral", "7B", "Supervised fine-tune",
+          "Supervised fine-tuning of Mistral 7B v0.3 on chat data with TRL's SFTTrainer.",
+          "registry.internal/ml/trl:0.12-cu124", &["torchrun", "sft.py", "--model", "mistralai/Mistral-7B-v0.3"],
+          mistral, &[1, 2, 4, 8, 16], 8, 4),
+        t("qwen2.5-72b-zero3", "Qwen2.5 72B DeepSpeed ZeRO-3", "Qwen", "72B", "Full fine-tune (ZeRO-3)",
+          "Continued pre-training of Qwen2.5 72B with DeepSpeed ZeRO stage 3 over several HGX nodes.",
+          "registry.internal/ml/deepspeed:0.15-cu124", &["deepspeed", "train.py", "--deepspeed", "ds_zero3.json"],
+          qwen, &[16, 32, 64], 32, 24),
+        t("whisper-large-v3-ft", "Whisper large-v3 fine-tune", "Whisper", "1.5B", "Full fine-tune",
+          "Fine-tunes Whisper large-v3 for speech recognition in one language on in-house audio.",
+          "registry.internal/ml/whisper-ft:2026.09", &["torchrun", "finetune_whisper.py"],
+          whisper, &[1, 2, 4, 8], 4, 6),
+    ]
+}
+
+/// Seeds pools, teams, users, quotas and templates, once: returns false if there were some.
+pub async fn seed_catalog(db: &Db, now: DateTime<Utc>) -> Result<bool> {
+    if db.count_pools().await? > 0 {
+        return Ok(false);
+    }
+    for (name, model, nodes) in POOLS {
+        db.insert_pool(
+            &PoolRow {
+                name: name.to_string(),
+                gpu_model: model.to_string(),
+                nodes: *nodes,
+                strategy: "BestEffortFIFO".into(),
+            },
+            now,
+        )
+        .await?;
+    }
+    for (team, display) in [
+        ("nlp", "Natural language"),
+        ("vision", "Vision"),
+        ("speech", "Speech"),
+    ] {
+        db.insert_team(team, display, now).await?;
+    }
+    for u in USERS {
+        db.insert_user(u.id, u.name, u.admin, now).await?;
+        for (team, role) in u.teams {
+            db.insert_membership(u.id, team, *role).await?;
+        }
+    }
+    for (team, pool, n) in QUOTAS {
+        db.set_quota(team, pool, *n, now).await?;
+    }
+    for t in templates() {
+        db.insert_template(&t, now).await?;
+    }
+    Ok(true)
+}
+
+/// A few launches that make a first look at the pools realistic: (user, template, GPUs,
+/// pool, hours). Long runtimes, so at the demo's time scale they stay for a while.
+pub const DEMO_JOBS: &[(&str, &str, u32, &str, u64)] = &[
+    ("bob", "qwen2.5-72b-zero3", 32, "hgx-h100", 48),
+    ("dave", "mistral-7b-sft", 16, "hgx-h100", 30),
+    ("erin", "whisper-large-v3-ft", 4, "hgx-h100", 20),
+    ("alice", "llama-3.1-8b-fsdp", 16, "hgx-h100", 36),
+    ("bob", "llama-3.1-70b-lora", 16, "hgx-h200", 40),
+    ("dave", "llama-3.1-70b-lora", 8, "hgx-h200", 26),
+    ("erin", "whisper-large-v3-ft", 8, "hgx-h200", 30),
+    ("alice", "llama-3.1-70b-lora", 8, "hgx-h200", 12),
+];
+
+pub fn demo_launch(template: &str, gpus: u32, pool: &str, hours: u64) -> LaunchRequest {
+    LaunchRequest {
+        template: template.into(),
+        gpus,
+        pool: Some(pool.into()),
+        params: Map::new(),
+        max_runtime_s: Some(hours * 3600),
+        name: None,
+        priority: None,
+        team: None,
+    }
+}

@@ -1,0 +1,698 @@
+//! The services behind every page and API route: launch, list, cancel, pools and quotas.
+//! Each method checks who may do it; handlers and server functions stay thin.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use app::backend::{Backend, JobFilter};
+use app::error::ApiError;
+use app::model::*;
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use tokio::sync::{broadcast, watch};
+
+use crate::cluster::{Cluster, ClusterError, PendingWorkload, WorkloadSpec};
+use crate::db::{Db, DbError, JobQuery, JobRow, NewJob, Transition};
+use crate::request_id::current_request_id;
+
+/// Longest max runtime a launch may ask for: 14 days.
+pub const MAX_RUNTIME_LIMIT_S: u64 = 14 * 24 * 3600;
+/// Shortest: one minute.
+pub const MIN_RUNTIME_S: u64 = 60;
+
+/// A change a live page may want to know about.
+#[derive(Clone, Debug)]
+pub struct LiveChange {
+    pub job_id: String,
+    pub team: String,
+    pub pool: String,
+    pub state: JobState,
+    pub at: DateTime<Utc>,
+}
+
+pub struct Portal {
+    pub db: Db,
+    pub cluster: Arc<dyn Cluster>,
+    /// Sequence number of the last cluster event written to the database.
+    applied: watch::Receiver<u64>,
+    live: broadcast::Sender<LiveChange>,
+    dev_login: bool,
+}
+
+impl From<DbError> for ApiError {
+    fn from(e: DbError) -> Self {
+        match e {
+            DbError::NotFound => ApiError::not_found("not found"),
+            DbError::Conflict => ApiError::conflict("that already exists"),
+            other => internal(other),
+        }
+    }
+}
+
+impl From<ClusterError> for ApiError {
+    fn from(e: ClusterError) -> Self {
+        internal(e)
+    }
+}
+
+/// Logs an internal failure with the request id and returns what the user may see.
+pub fn internal(e: impl std::fmt::Display) -> ApiError {
+    let id = current_request_id();
+    tracing::error!(request_id = %id, error = %e, "internal error");
+    ApiError::internal(&id)
+}
+
+/// A launch that passed every check, ready to store.
+struct ValidLaunch {
+    template: Template,
+    team: String,
+    pool: String,
+    gpus: u32,
+    priority: Priority,
+    params: Map<String, Value>,
+    max_runtime_s: u64,
+    name: Option<String>,
+}
+
+impl Portal {
+    pub fn new(
+        db: Db,
+        cluster: Arc<dyn Cluster>,
+        applied: watch::Receiver<u64>,
+        live: broadcast::Sender<LiveChange>,
+        dev_login: bool,
+    ) -> Self {
+        Portal {
+            db,
+            cluster,
+            applied,
+            live,
+            dev_login,
+        }
+    }
+
+    pub fn subscribe_live(&self) -> broadcast::Receiver<LiveChange> {
+        self.live.subscribe()
+    }
+
+    pub fn publish(&self, change: LiveChange) {
+        // No receivers is fine: nobody is watching.
+        let _ = self.live.send(change);
+    }
+
+    /// Waits until every cluster event so far is in the database, so a response reflects
+    /// what the cluster already did (an immediate admission, a freed slot).
+    pub async fn sync(&self) {
+        let target = self.cluster.last_seq();
+        let mut rx = self.applied.clone();
+        let _ =
+            tokio::time::timeout(StdDuration::from_secs(2), rx.wait_for(|v| *v >= target)).await;
+    }
+
+    pub async fn viewer_by_id(&self, user: &str) -> Result<Option<Viewer>, ApiError> {
+        Ok(self.db.get_viewer(user).await?)
+    }
+
+    fn may_see(viewer: &Viewer, team: &str) -> bool {
+        viewer.is_admin || viewer.is_member_of(team)
+    }
+
+    // ---- launch -------------------------------------------------------------------------
+
+    async fn validate(
+        &self,
+        viewer: &Viewer,
+        req: &LaunchRequest,
+    ) -> Result<ValidLaunch, ApiError> {
+        let team = match &req.team {
+            Some(t) if viewer.is_member_of(t) => t.clone(),
+            Some(t) => {
+                return Err(ApiError::forbidden(format!("you are not a member of team '{t}'")).with_field("team"))
+            }
+            None => viewer
+                .primary_team()
+                .ok_or_else(|| ApiError::invalid("team", "you are not a member of any team, so you cannot launch jobs yet; ask an admin to add you to one"))?
+                .to_string(),
+        };
+        let templates = self.db.list_templates().await?;
+        let template = templates
+            .iter()
+            .find(|t| t.name == req.template)
+            .cloned()
+            .ok_or_else(|| {
+                let known: Vec<&str> = templates.iter().map(|t| t.name.as_str()).collect();
+                ApiError::invalid(
+                    "template",
+                    format!(
+                        "unknown template '{}'; known templates: {}",
+                        req.template,
+                        known.join(", ")
+                    ),
+                )
+            })?;
+        let pools = self.cluster.pools().await?;
+        let pool_name = req
+            .pool
+            .clone()
+            .unwrap_or_else(|| template.default_pool.clone());
+        let pool = pools.iter().find(|p| p.name == pool_name).ok_or_else(|| {
+            let known: Vec<&str> = pools.iter().map(|p| p.name.as_str()).collect();
+            ApiError::invalid(
+                "pool",
+                format!("unknown pool '{pool_name}'; pools: {}", known.join(", ")),
+            )
+        })?;
+        let gpus = req.gpus;
+        if gpus == 0
+            || (gpus <= GPUS_PER_NODE && !gpus.is_power_of_two())
+            || (gpus > GPUS_PER_NODE && gpus % GPUS_PER_NODE != 0)
+        {
+            return Err(ApiError::invalid("gpus", format!("{gpus} GPUs is not a gang size: use 1, 2, 4 or 8 on one node, or a multiple of 8 for whole nodes")));
+        }
+        if !template.allowed_gpus.contains(&gpus) {
+            let allowed: Vec<String> = template
+                .allowed_gpus
+                .iter()
+                .map(|g| g.to_string())
+                .collect();
+            return Err(ApiError::invalid(
+                "gpus",
+                format!(
+                    "template {} runs on {} GPUs, not {gpus}",
+                    template.name,
+                    allowed.join(", ")
+                ),
+            ));
+        }
+        if gpus > pool.gpus_total {
+            return Err(ApiError::invalid(
+                "gpus",
+                format!(
+                    "{} has {} GPUs in all: a {gpus}-GPU gang could never be admitted",
+                    pool.name, pool.gpus_total
+                ),
+            ));
+        }
+        let nominal = self
+            .db
+            .list_quotas()
+            .await?
+            .into_iter()
+            .find(|(t, p, _)| *t == team && *p == pool.name)
+            .map(|(_, _, n)| n)
+            .unwrap_or(0);
+        if gpus > nominal {
+            return Err(ApiError::invalid("gpus", format!("team {team}'s quota in {} is {nominal} GPUs: a {gpus}-GPU job could never be admitted", pool.name)));
+        }
+        let mut params = Map::new();
+        for (key, _) in req.params.iter() {
+            if !template.params.iter().any(|p| &p.name == key) {
+                let known: Vec<&str> = template.params.iter().map(|p| p.name.as_str()).collect();
+                return Err(ApiError::invalid(
+                    format!("params.{key}"),
+                    format!(
+                        "unknown parameter '{key}'; {} takes: {}",
+                        template.name,
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        for spec in &template.params {
+            let value = match req.params.get(&spec.name) {
+                Some(v) => spec.check(v).map_err(|m| {
+                    ApiError::invalid(
+                        format!("params.{}", spec.name),
+                        format!("{} {m}", spec.name),
+                    )
+                })?,
+                None => spec.default.clone(),
+            };
+            params.insert(spec.name.clone(), value);
+        }
+        let max_runtime_s = req.max_runtime_s.unwrap_or(template.default_max_runtime_s);
+        if !(MIN_RUNTIME_S..=MAX_RUNTIME_LIMIT_S).contains(&max_runtime_s) {
+            return Err(ApiError::invalid("max_runtime_s", format!("must be between {MIN_RUNTIME_S} s (1 minute) and {MAX_RUNTIME_LIMIT_S} s (14 days), got {max_runtime_s}")));
+        }
+        let name = match req.name.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(n) if n.chars().count() > 100 => {
+                return Err(ApiError::invalid("name", "must be at most 100 characters"))
+            }
+            Some(n) if n.chars().any(char::is_control) => {
+                return Err(ApiError::invalid(
+                    "name",
+                    "must not contain control characters",
+                ))
+            }
+            Some(n) => Some(n.to_string()),
+        };
+        Ok(ValidLaunch {
+            template,
+            team,
+            pool: pool.name.clone(),
+            gpus,
+            priority: req.priority.unwrap_or_default(),
+            params,
+            max_runtime_s,
+            name,
+        })
+    }
+
+    #[tracing::instrument(skip(self, viewer, req, key), fields(user = %viewer.user, template = %req.template, gpus = req.gpus))]
+    pub async fn launch(
+        &self,
+        viewer: &Viewer,
+        req: LaunchRequest,
+        key: Option<String>,
+    ) -> Result<(Job, bool), ApiError> {
+        let body = serde_json::to_string(&req).map_err(internal)?;
+        if let Some(key) = key.as_deref() {
+            if key.is_empty() || key.len() > 200 {
+                return Err(ApiError::invalid(
+                    "Idempotency-Key",
+                    "must be 1 to 200 characters",
+                ));
+            }
+            if let Some(existing) = self.db.find_by_idempotency_key(&viewer.user, key).await? {
+                return self.repeat(viewer, existing, &body).await;
+            }
+        }
+        let v = self.validate(viewer, &req).await?;
+        let now = self.cluster.now();
+        let id = uuid::Uuid::now_v7().to_string();
+        let name = v
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{}-{}", v.template.name, &id[id.len() - 6..]));
+        let new = NewJob {
+            id: &id,
+            name: &name,
+            template: &v.template.name,
+            template_version: v.template.version,
+            team: &v.team,
+            user: &viewer.user,
+            pool: &v.pool,
+            gpus: v.gpus,
+            priority: v.priority,
+            params: &v.params,
+            max_runtime_s: v.max_runtime_s,
+            idempotency_key: key.as_deref(),
+            request_body: &body,
+            created_at: now,
+        };
+        let reason = format!(
+            "Launched by {} ({} v{})",
+            viewer.user, v.template.name, v.template.version
+        );
+        match self.db.insert_job(&new, &reason).await {
+            Ok(()) => {}
+            Err(DbError::Conflict) if key.is_some() => {
+                // A concurrent request with the same key won the race: answer as a repeat.
+                let existing = self
+                    .db
+                    .find_by_idempotency_key(&viewer.user, key.as_deref().unwrap_or_default())
+                    .await?;
+                return match existing {
+                    Some(e) => self.repeat(viewer, e, &body).await,
+                    None => Err(ApiError::conflict(
+                        "a launch with this Idempotency-Key is in progress",
+                    )),
+                };
+            }
+            Err(e) => return Err(e.into()),
+        }
+        tracing::info!(job.id = %id, team = %v.team, pool = %v.pool, "job stored");
+        // Stored first; now the cluster. If it is unreachable the job stays queued and the
+        // reconciler sends it later.
+        let spec = WorkloadSpec {
+            job_id: id.clone(),
+            team: v.team.clone(),
+            pool: v.pool.clone(),
+            gpus: v.gpus,
+            priority: v.priority,
+            submitted_at: now,
+            max_runtime_s: v.max_runtime_s,
+        };
+        match self.cluster.submit(spec).await {
+            Ok(()) => self.db.mark_sent(&id, self.cluster.now()).await?,
+            Err(e) => {
+                tracing::warn!(job.id = %id, error = %e, "cluster did not take the job yet; it will be retried")
+            }
+        }
+        self.publish(LiveChange {
+            job_id: id.clone(),
+            team: v.team,
+            pool: v.pool,
+            state: JobState::Queued,
+            at: now,
+        });
+        self.sync().await;
+        let job = self.job_for(viewer, &id).await?;
+        Ok((job, true))
+    }
+
+    async fn repeat(
+        &self,
+        viewer: &Viewer,
+        existing: JobRow,
+        body: &str,
+    ) -> Result<(Job, bool), ApiError> {
+        if existing.request_body.as_deref() != Some(body) {
+            return Err(ApiError::invalid(
+                "Idempotency-Key",
+                "this key was already used for a different launch; use a new key for a new launch",
+            ));
+        }
+        Ok((self.job_for(viewer, &existing.id).await?, false))
+    }
+
+    pub async fn check(
+        &self,
+        viewer: &Viewer,
+        req: LaunchRequest,
+    ) -> Result<LaunchCheck, ApiError> {
+        let v = self.validate(viewer, &req).await?;
+        let spec = WorkloadSpec {
+            job_id: String::new(),
+            team: v.team,
+            pool: v.pool,
+            gpus: v.gpus,
+            priority: v.priority,
+            submitted_at: self.cluster.now(),
+            max_runtime_s: v.max_runtime_s,
+        };
+        let a = self.cluster.check(&spec).await?;
+        Ok(LaunchCheck {
+            fits_now: a.fits_now,
+            jobs_ahead: a.ahead,
+            reason: a.reason,
+        })
+    }
+
+    // ---- reading jobs -------------------------------------------------------------------
+
+    async fn pending_by_pool(
+        &self,
+        rows: &[JobRow],
+    ) -> Result<HashMap<String, PendingWorkload>, ApiError> {
+        let mut pools: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.state == JobState::Queued)
+            .map(|r| r.pool.as_str())
+            .collect();
+        pools.sort();
+        pools.dedup();
+        let mut out = HashMap::new();
+        for pool in pools {
+            for p in self.cluster.pending(pool).await? {
+                out.insert(p.job_id.clone(), p);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn to_jobs(&self, viewer: &Viewer, rows: Vec<JobRow>) -> Result<Vec<Job>, ApiError> {
+        let pending = self.pending_by_pool(&rows).await?;
+        let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+        let mut events = self.db.events_for(&ids).await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let p = pending.get(&r.id);
+                let can_cancel = r.state.is_active()
+                    && (r.user == viewer.user || viewer.is_lead_of(&r.team) || viewer.is_admin);
+                Job {
+                    events: events.remove(&r.id).unwrap_or_default(),
+                    queue_position: p.map(|p| p.position_in_pool),
+                    pending_reason: match (r.state, p) {
+                        (JobState::Queued, Some(p)) => Some(p.reason.clone()),
+                        (JobState::Queued, None) => {
+                            Some("Waiting to be sent to the cluster".to_string())
+                        }
+                        _ => None,
+                    },
+                    nodes: nodes_for(r.gpus),
+                    id: r.id,
+                    name: r.name,
+                    template: r.template,
+                    template_version: r.template_version,
+                    team: r.team,
+                    user: r.user,
+                    pool: r.pool,
+                    gpus: r.gpus,
+                    priority: r.priority,
+                    state: r.state,
+                    created_at: r.created_at,
+                    admitted_at: r.admitted_at,
+                    finished_at: r.finished_at,
+                    params: r.params,
+                    max_runtime_s: r.max_runtime_s,
+                    node_names: if r.state.holds_gpus() {
+                        r.node_names
+                    } else {
+                        Vec::new()
+                    },
+                    can_cancel,
+                }
+            })
+            .collect())
+    }
+
+    /// A job the viewer may see; another team's job is "not found", not "forbidden".
+    async fn visible_row(&self, viewer: &Viewer, id: &str) -> Result<JobRow, ApiError> {
+        let not_found = || ApiError::not_found(format!("no job with id '{id}'"));
+        let row = match self.db.get_job(id).await {
+            Ok(r) => r,
+            Err(DbError::NotFound) => return Err(not_found()),
+            Err(e) => return Err(e.into()),
+        };
+        if !Self::may_see(viewer, &row.team) {
+            return Err(not_found());
+        }
+        Ok(row)
+    }
+
+    pub async fn job_for(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError> {
+        let row = self.visible_row(viewer, id).await?;
+        Ok(self.to_jobs(viewer, vec![row]).await?.remove(0))
+    }
+
+    pub async fn jobs(&self, viewer: &Viewer, filter: JobFilter) -> Result<Vec<Job>, ApiError> {
+        let teams = match &filter.team {
+            Some(t) if Self::may_see(viewer, t) => Some(vec![t.clone()]),
+            Some(t) => {
+                return Err(ApiError::forbidden(format!(
+                    "you can list only your own team's jobs, not team '{t}'"
+                ))
+                .with_field("team"))
+            }
+            None if viewer.is_admin => None,
+            None => Some(viewer.teams.iter().map(|m| m.team.clone()).collect()),
+        };
+        let rows = self
+            .db
+            .list_jobs(&JobQuery {
+                teams,
+                user: filter.mine.then(|| viewer.user.clone()),
+                state: filter.state,
+                limit: 500,
+            })
+            .await?;
+        self.to_jobs(viewer, rows).await
+    }
+
+    #[tracing::instrument(skip(self, viewer), fields(user = %viewer.user))]
+    pub async fn cancel(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError> {
+        let row = self.visible_row(viewer, id).await?;
+        if !(row.user == viewer.user || viewer.is_lead_of(&row.team) || viewer.is_admin) {
+            return Err(ApiError::forbidden(format!(
+                "only {} (who launched it), a lead of team {} or an admin can cancel this job",
+                row.user, row.team
+            )));
+        }
+        if !row.state.is_active() {
+            return Err(ApiError::conflict(format!(
+                "the job has already {}; only queued, admitted or running jobs can be cancelled",
+                row.state
+            )));
+        }
+        self.cluster.cancel(id).await?;
+        let at = self.cluster.now();
+        let reason = format!("Cancelled by {}", viewer.user);
+        let applied = self
+            .db
+            .transition(&Transition {
+                job_id: id,
+                from: &[JobState::Queued, JobState::Admitted, JobState::Running],
+                to: JobState::Cancelled,
+                at,
+                reason: &reason,
+                node_names: None,
+            })
+            .await?;
+        if applied {
+            self.publish(LiveChange {
+                job_id: id.to_string(),
+                team: row.team.clone(),
+                pool: row.pool.clone(),
+                state: JobState::Cancelled,
+                at,
+            });
+        }
+        self.sync().await;
+        self.job_for(viewer, id).await
+    }
+
+    // ---- pools and the home page --------------------------------------------------------
+
+    pub async fn pools(&self) -> Result<Vec<Pool>, ApiError> {
+        Ok(self
+            .cluster
+            .pools()
+            .await?
+            .into_iter()
+            .map(|p| Pool {
+                gpus_free: p.gpus_total - p.gpus_allocated,
+                name: p.name,
+                gpu_model: p.gpu_model,
+                nodes: p.nodes,
+                gpus_per_node: GPUS_PER_NODE,
+                gpus_total: p.gpus_total,
+                gpus_allocated: p.gpus_allocated,
+                free_nodes: p.free_nodes,
+                queued_jobs: p.pending,
+            })
+            .collect())
+    }
+
+    pub async fn quota_use(&self, viewer: &Viewer) -> Result<Vec<QuotaUse>, ApiError> {
+        let statuses = self.cluster.pools().await?;
+        Ok(self
+            .db
+            .list_quotas()
+            .await?
+            .into_iter()
+            .filter(|(team, _, _)| viewer.is_member_of(team))
+            .map(|(team, pool, nominal)| {
+                let used = statuses
+                    .iter()
+                    .find(|s| s.name == pool)
+                    .and_then(|s| {
+                        s.used_by_team
+                            .iter()
+                            .find(|(t, _)| *t == team)
+                            .map(|(_, n)| *n)
+                    })
+                    .unwrap_or(0);
+                QuotaUse {
+                    team,
+                    pool,
+                    nominal_gpus: nominal,
+                    used_gpus: used,
+                }
+            })
+            .collect())
+    }
+
+    pub async fn templates(&self, viewer: &Viewer) -> Result<Vec<Template>, ApiError> {
+        let mut list = self.db.list_templates().await?;
+        if let Some(team) = viewer.primary_team() {
+            let used = self.db.last_used_by_team(team).await?;
+            for t in &mut list {
+                t.last_used_by_team = used.get(&t.name).copied();
+            }
+        }
+        Ok(list)
+    }
+}
+
+#[async_trait::async_trait]
+impl Backend for Portal {
+    async fn viewer(&self, parts: &http::request::Parts) -> Result<Option<Viewer>, ApiError> {
+        let Some(session) = parts.extensions.get::<tower_sessions::Session>() else {
+            return Ok(None);
+        };
+        match crate::auth::session_user(session).await? {
+            Some(user) => self.viewer_by_id(&user).await,
+            None => Ok(None),
+        }
+    }
+
+    async fn home(&self, viewer: &Viewer) -> Result<HomeView, ApiError> {
+        let mine = self
+            .jobs(
+                viewer,
+                JobFilter {
+                    mine: true,
+                    ..Default::default()
+                },
+            )
+            .await?;
+        Ok(HomeView {
+            viewer: viewer.clone(),
+            active_jobs: mine.into_iter().filter(|j| j.state.is_active()).collect(),
+            quotas: self.quota_use(viewer).await?,
+            pools: self.pools().await?,
+            now: self.cluster.now(),
+        })
+    }
+
+    async fn list_templates(&self, viewer: &Viewer) -> Result<Vec<Template>, ApiError> {
+        self.templates(viewer).await
+    }
+
+    async fn list_pools(&self, _viewer: &Viewer) -> Result<Vec<Pool>, ApiError> {
+        self.pools().await
+    }
+
+    async fn check_launch(
+        &self,
+        viewer: &Viewer,
+        req: LaunchRequest,
+    ) -> Result<LaunchCheck, ApiError> {
+        self.check(viewer, req).await
+    }
+
+    async fn launch_job(
+        &self,
+        viewer: &Viewer,
+        req: LaunchRequest,
+        key: Option<String>,
+    ) -> Result<(Job, bool), ApiError> {
+        self.launch(viewer, req, key).await
+    }
+
+    async fn list_jobs(&self, viewer: &Viewer, filter: JobFilter) -> Result<JobList, ApiError> {
+        Ok(JobList {
+            jobs: self.jobs(viewer, filter).await?,
+            now: self.cluster.now(),
+        })
+    }
+
+    async fn get_job(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError> {
+        self.job_for(viewer, id).await
+    }
+
+    async fn cancel_job(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError> {
+        self.cancel(viewer, id).await
+    }
+
+    async fn demo_users(&self) -> Result<Vec<Viewer>, ApiError> {
+        if !self.dev_login {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for id in self.db.list_user_ids().await? {
+            if let Some(v) = self.db.get_viewer(&id).await? {
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        self.cluster.now()
+    }
+}

@@ -1,0 +1,303 @@
+//! Wires the parts together: database, cluster, reconciler, sessions, routes, and serves.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::backend::SharedBackend;
+use app::model::JobState;
+use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::routing::post;
+use axum::Router;
+use leptos::config::LeptosOptions;
+use leptos::prelude::provide_context;
+use leptos_axum::{generate_route_list, LeptosRoutes};
+use secrecy::ExposeSecret;
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinHandle;
+use tower_http::trace::TraceLayer;
+use tower_sessions::cookie::SameSite;
+use tower_sessions::{Expiry, SessionManagerLayer};
+use tracing::Span;
+
+use crate::clock::Clock;
+use crate::cluster::admission::QueueingStrategy;
+use crate::cluster::sim::{RestoredWorkload, SimCluster};
+use crate::cluster::{Cluster, PoolSpec, WorkloadSpec};
+use crate::config::{ClockMode, Config};
+use crate::db::Db;
+use crate::service::Portal;
+use crate::session_store::DbSessionStore;
+
+/// Everything a handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub portal: Arc<Portal>,
+    /// The sim cluster when it is the back end (for `/api/v1/sim/advance`).
+    pub sim: Option<Arc<SimCluster>>,
+    pub config: Arc<Config>,
+    pub leptos_options: LeptosOptions,
+}
+
+impl FromRef<AppState> for LeptosOptions {
+    fn from_ref(s: &AppState) -> Self {
+        s.leptos_options.clone()
+    }
+}
+
+/// A running Gantry: its address and the means to stop it.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub portal: Arc<Portal>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    server: JoinHandle<()>,
+    tasks: Vec<JoinHandle<()>>,
+    db: Db,
+}
+
+impl Running {
+    /// Stops serving, stops the background work and saves the sim clock.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(10), &mut self.server).await;
+        for t in &self.tasks {
+            t.abort();
+        }
+        if let Err(e) = self.db.save_sim_clock(self.portal.cluster.now()).await {
+            tracing::warn!(error = %e, "could not save the sim clock at shutdown");
+        }
+        self.db.close().await;
+    }
+}
+
+/// The Leptos options when not run by cargo-leptos (tests, or the binary started directly).
+pub fn leptos_options() -> LeptosOptions {
+    let site_root = std::env::var("LEPTOS_SITE_ROOT").unwrap_or_else(|_| "target/site".into());
+    LeptosOptions::builder()
+        .output_name("gantry")
+        .site_root(site_root)
+        .site_pkg_dir("pkg")
+        .build()
+}
+
+async fn build_sim(config: &Config, db: &Db) -> anyhow::Result<Arc<SimCluster>> {
+    // The sim clock resumes where it stopped; on first start it begins at the real time.
+    let start = db.sim_clock().await?.unwrap_or_else(chrono::Utc::now);
+    let clock = match config.sim.clock {
+        ClockMode::Scaled => Clock::scaled(start, config.sim.time_scale),
+        ClockMode::Manual => Clock::manual(start),
+    };
+    let pools: Vec<PoolSpec> = db
+        .list_pools()
+        .await?
+        .into_iter()
+        .map(|p| PoolSpec {
+            strategy: QueueingStrategy::parse(&p.strategy).unwrap_or_default(),
+            name: p.name,
+            gpu_model: p.gpu_model,
+            nodes: p.nodes,
+        })
+        .collect();
+    Ok(Arc::new(SimCluster::new(
+        clock,
+        config.sim.startup_s,
+        &pools,
+    )))
+}
+
+/// Rebuilds the sim's state from the database: quotas, then jobs holding GPUs on their
+/// nodes, then the queue in submission order.
+async fn restore_sim(sim: &SimCluster, db: &Db) -> anyhow::Result<()> {
+    for (team, pool, n) in db.list_quotas().await? {
+        sim.set_quota(&team, &pool, n).await?;
+    }
+    let mut admitted = Vec::new();
+    let mut queued = Vec::new();
+    for row in db.active_jobs().await? {
+        let spec = WorkloadSpec {
+            job_id: row.id.clone(),
+            team: row.team.clone(),
+            pool: row.pool.clone(),
+            gpus: row.gpus,
+            priority: row.priority,
+            submitted_at: row.created_at,
+            max_runtime_s: row.max_runtime_s,
+        };
+        match (row.state, row.admitted_at) {
+            (JobState::Admitted | JobState::Running, Some(at)) => admitted.push(RestoredWorkload {
+                spec,
+                admitted_at: at,
+                nodes: row.node_names.clone(),
+                running: row.state == JobState::Running,
+            }),
+            // Only jobs that reached the cluster before; the others are sent by the reconciler.
+            (JobState::Queued, _) if row.sent_at.is_some() => queued.push(spec),
+            _ => {}
+        }
+    }
+    tracing::info!(
+        admitted = admitted.len(),
+        queued = queued.len(),
+        "sim restored from the database"
+    );
+    sim.restore(admitted, queued);
+    Ok(())
+}
+
+/// Starts Gantry with `config` and serves until [`Running::stop`].
+pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Result<Running> {
+    let config = Arc::new(config);
+    let url = config.database.url.expose_secret().to_string();
+    let db = Db::connect(&url, config.database.max_connections).await?;
+    if config.demo.seed && crate::seed::seed_catalog(&db, chrono::Utc::now()).await? {
+        tracing::info!("seeded the demo pools, teams, users and templates");
+    }
+    let seeded_jobs_wanted = config.demo.seed
+        && config.demo.jobs
+        && db
+            .list_jobs(&crate::db::JobQuery {
+                limit: 1,
+                ..Default::default()
+            })
+            .await?
+            .is_empty();
+
+    let sim = build_sim(&config, &db).await?;
+    let cluster: Arc<dyn Cluster> = sim.clone();
+    let (applied_tx, applied_rx) = watch::channel(0u64);
+    let (live_tx, _) = broadcast::channel(1024);
+    let mut tasks = vec![crate::reconciler::spawn_event_writer(
+        db.clone(),
+        cluster.subscribe(),
+        applied_tx,
+        live_tx.clone(),
+    )];
+    restore_sim(&sim, &db).await?;
+    let portal = Arc::new(Portal::new(
+        db.clone(),
+        cluster.clone(),
+        applied_rx,
+        live_tx,
+        config.auth.dev_login,
+    ));
+    if let Err(e) = crate::reconciler::resend_unsent(&portal).await {
+        tracing::warn!(error = %e, "could not send stored jobs at start");
+    }
+    portal.sync().await;
+    if seeded_jobs_wanted {
+        seed_jobs(&portal).await?;
+    }
+    tasks.push(crate::reconciler::spawn_resender(portal.clone()));
+    tasks.push(crate::reconciler::spawn_clock_saver(
+        db.clone(),
+        cluster.clone(),
+    ));
+    if config.sim.clock == ClockMode::Scaled {
+        let ticker = sim.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_millis(250));
+            loop {
+                every.tick().await;
+                ticker.tick();
+            }
+        }));
+    }
+
+    let store = DbSessionStore::connect(&url).await?;
+    tasks.push(tokio::spawn(store.clone().delete_expired_forever()));
+    let sessions = SessionManagerLayer::new(store)
+        .with_name("gantry_session")
+        .with_http_only(true)
+        .with_same_site(SameSite::Lax)
+        .with_secure(config.auth.secure_cookies)
+        .with_expiry(Expiry::OnInactivity(time::Duration::minutes(
+            config.auth.session_idle_minutes,
+        )));
+
+    let state = AppState {
+        portal: portal.clone(),
+        sim: Some(sim.clone()),
+        config: config.clone(),
+        leptos_options: leptos_options.clone(),
+    };
+    let app = router(state, sessions);
+
+    let listener = tokio::net::TcpListener::bind(config.server.addr).await?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let serve = axum::serve(listener, app.into_make_service()).with_graceful_shutdown(async {
+            let _ = rx.await;
+        });
+        if let Err(e) = serve.await {
+            tracing::error!(error = %e, "server stopped with an error");
+        }
+    });
+    tracing::info!(%addr, database = %crate::config::redact_url(&url), clock = ?config.sim.clock, "Gantry is serving");
+    Ok(Running {
+        addr,
+        portal,
+        shutdown: Some(tx),
+        server,
+        tasks,
+        db,
+    })
+}
+
+fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Router {
+    let routes = generate_route_list(app::app::App);
+    let backend: SharedBackend = state.portal.clone();
+    let leptos_options = state.leptos_options.clone();
+    let max_body = state.config.server.max_body_bytes;
+    let mut app = Router::new()
+        .merge(crate::api::routes())
+        .route("/auth/logout", post(crate::auth::logout));
+    if state.config.auth.dev_login {
+        app = app.route("/auth/dev/login", post(crate::auth::dev_login));
+    }
+    app.leptos_routes_with_context(
+        &state,
+        routes,
+        move || provide_context(backend.clone()),
+        {
+            let options = leptos_options.clone();
+            move || app::app::shell(options.clone())
+        },
+    )
+    .fallback(leptos_axum::file_and_error_handler::<AppState, _>(app::app::shell))
+    .layer(DefaultBodyLimit::max(max_body))
+    .layer(sessions)
+    .layer(
+        TraceLayer::new_for_http()
+            .make_span_with(|req: &http::Request<_>| {
+                let id = req.headers().get(crate::request_id::HEADER).and_then(|v| v.to_str().ok()).unwrap_or("-");
+                tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path())
+            })
+            .on_request(())
+            .on_response(|res: &http::Response<_>, latency: Duration, _span: &Span| {
+                tracing::info!(status = res.status().as_u16(), latency_ms = latency.as_secs_f64() * 1000.0, "served");
+            }),
+    )
+    .layer(axum::middleware::from_fn(crate::request_id::middleware))
+    .with_state(state)
+}
+
+/// The demo's first jobs, launched through the same service as any user's.
+async fn seed_jobs(portal: &Portal) -> anyhow::Result<()> {
+    for (user, template, gpus, pool, hours) in crate::seed::DEMO_JOBS {
+        let Some(viewer) = portal
+            .viewer_by_id(user)
+            .await
+            .map_err(|e| anyhow::anyhow!(e.message))?
+        else {
+            continue;
+        };
+        let req = crate::seed::demo_launch(template, *gpus, pool, *hours);
+        if let Err(e) = portal.launch(&viewer, req, None).await {
+            tracing::warn!(user, template, error = %e.message, "demo job not launched");
+        }
+    }
+    Ok(())
+}

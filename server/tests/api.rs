@@ -1,0 +1,799 @@
+//! Integration tests: the real server on port 0, against SQLite and against Postgres (a fresh
+//! database per test on the server at 127.0.0.1:5432), driven over HTTP like any client.
+
+use gantry::config::{ClockMode, Config};
+use gantry::startup::{leptos_options, start, Running};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    Sqlite,
+    Postgres,
+}
+
+/// Where the Postgres tests create their databases. Overridable, never skipped: if the server
+/// is not there the tests fail and say so.
+fn postgres_admin_url() -> String {
+    std::env::var("GANTRY_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+struct Database {
+    url: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+async fn fresh_database(target: Target) -> Database {
+    match target {
+        Target::Sqlite => {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let url = format!(
+                "sqlite://{}?mode=rwc",
+                dir.path().join("gantry.db").display()
+            );
+            Database {
+                url,
+                _dir: Some(dir),
+            }
+        }
+        Target::Postgres => {
+            use sqlx::Connection;
+            let admin = postgres_admin_url();
+            let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap_or_else(|e| {
+                panic!("Postgres tests need a server at {admin} (set GANTRY_TEST_POSTGRES to another): {e}")
+            });
+            let name = format!("gantry_test_{}", uuid::Uuid::new_v4().simple());
+            sqlx::query(&format!("CREATE DATABASE {name}"))
+                .execute(&mut conn)
+                .await
+                .expect("create test database");
+            let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin);
+            Database {
+                url: format!("{base}/{name}"),
+                _dir: None,
+            }
+        }
+    }
+}
+
+fn config(url: &str) -> Config {
+    let mut c = Config::default();
+    c.server.addr = "127.0.0.1:0".parse().unwrap();
+    c.database.url = url.to_string().into();
+    c.sim.clock = ClockMode::Manual;
+    c.demo.jobs = false;
+    c
+}
+
+struct App {
+    base: String,
+    running: Running,
+}
+
+impl App {
+    async fn start(db: &Database) -> App {
+        let running = start(config(&db.url), leptos_options())
+            .await
+            .expect("server starts");
+        App {
+            base: format!("http://{}", running.addr),
+            running,
+        }
+    }
+
+    /// A client signed in as `user`.
+    async fn client(&self, user: &str) -> Client {
+        let http = reqwest::Client::builder()
+            .cookie_store(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        let res = http
+            .post(format!("{}/auth/dev/login", self.base))
+            .form(&[("user", user)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::SEE_OTHER, "sign-in as {user}");
+        Client {
+            http,
+            base: self.base.clone(),
+        }
+    }
+
+    fn anonymous(&self) -> Client {
+        Client {
+            http: reqwest::Client::new(),
+            base: self.base.clone(),
+        }
+    }
+}
+
+struct Client {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Client {
+    async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let res = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        let status = res.status();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.post_with(path, body, None).await
+    }
+
+    async fn post_with(&self, path: &str, body: Value, key: Option<&str>) -> (StatusCode, Value) {
+        let mut req = self.http.post(format!("{}{path}", self.base)).json(&body);
+        if let Some(k) = key {
+            req = req.header("Idempotency-Key", k);
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn post_raw(&self, path: &str, content_type: &str, body: Vec<u8>) -> (StatusCode, Value) {
+        let res = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = res.status();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn launch(&self, body: Value) -> Value {
+        let (status, job) = self.post("/api/v1/jobs", body).await;
+        assert_eq!(status, StatusCode::CREATED, "{job}");
+        job
+    }
+
+    async fn advance(&self, seconds: i64) {
+        let (status, body) = self
+            .post("/api/v1/sim/advance", json!({ "seconds": seconds }))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+}
+
+fn llama(gpus: u32) -> Value {
+    json!({ "template": "llama-3.1-8b-fsdp", "gpus": gpus, "pool": "hgx-h100" })
+}
+
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    super::$name(super::Target::Sqlite).await
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    super::$name(super::Target::Postgres).await
+                }
+            }
+        )*
+    };
+}
+
+on_both!(
+    health_and_readiness,
+    launch_is_stored_admitted_and_listed,
+    queue_positions_and_reasons,
+    bad_input_gets_a_clear_error,
+    idempotency_key_returns_the_same_job,
+    authorization_of_cancel_and_reads,
+    sim_clock_runs_jobs_to_completion,
+    restart_keeps_jobs_states_and_positions,
+    catalog_lists_templates_and_pools,
+);
+
+async fn health_and_readiness(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let anon = app.anonymous();
+    let res = anon
+        .http
+        .get(format!("{}/healthz", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let res = anon
+        .http
+        .get(format!("{}/readyz", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert!(
+        res.headers().contains_key("x-request-id"),
+        "every response carries its request id"
+    );
+    app.running.portal.db.close().await;
+    let res = anon
+        .http
+        .get(format!("{}/readyz", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        res.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "not ready without a database"
+    );
+    app.running.stop().await;
+}
+
+async fn launch_is_stored_admitted_and_listed(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let job = alice
+        .launch(json!({
+            "template": "llama-3.1-8b-fsdp", "gpus": 16, "pool": "hgx-h100",
+            "params": { "learning_rate": 1e-5, "epochs": 2 }, "max_runtime_s": 3600, "name": "first-run"
+        }))
+        .await;
+    assert_eq!(job["name"], "first-run");
+    assert_eq!(job["team"], "nlp");
+    assert_eq!(job["user"], "alice");
+    assert_eq!(job["gpus"], 16);
+    assert_eq!(job["nodes"], 2);
+    assert_eq!(job["state"], "admitted", "an empty pool admits at once");
+    assert_eq!(job["queue_position"], Value::Null);
+    assert_eq!(job["pending_reason"], Value::Null);
+    assert_eq!(job["params"]["learning_rate"], 1e-5);
+    assert_eq!(
+        job["params"]["per_device_batch_size"], 4,
+        "defaults fill the rest"
+    );
+    assert_eq!(job["max_runtime_s"], 3600);
+    assert_eq!(job["node_names"].as_array().unwrap().len(), 2);
+    assert!(job["admitted_at"].is_string());
+    assert_eq!(job["finished_at"], Value::Null);
+    let kinds: Vec<&str> = job["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["queued", "admitted"]);
+
+    let id = job["id"].as_str().unwrap();
+    let (status, again) = alice.get(&format!("/api/v1/jobs/{id}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(again["id"], job["id"]);
+    let (_, list) = alice.get("/api/v1/jobs").await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    let (_, list) = alice.get("/api/v1/jobs?state=queued").await;
+    assert!(list.as_array().unwrap().is_empty());
+    let (_, list) = alice.get("/api/v1/jobs?state=admitted&team=nlp").await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    // bob is in nlp too: he sees the team's job; dave (vision) does not.
+    let (_, list) = app.client("bob").await.get("/api/v1/jobs").await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    let (_, list) = app.client("dave").await.get("/api/v1/jobs").await;
+    assert!(list.as_array().unwrap().is_empty());
+    app.running.stop().await;
+}
+
+async fn queue_positions_and_reasons(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let dave = app.client("dave").await;
+    // hgx-h200: 4 nodes. nlp (quota 16) takes 2 nodes, vision (quota 8) one.
+    alice
+        .launch(json!({ "template": "llama-3.1-70b-lora", "gpus": 16, "pool": "hgx-h200" }))
+        .await;
+    dave.launch(json!({ "template": "llama-3.1-70b-lora", "gpus": 8, "pool": "hgx-h200" }))
+        .await;
+    let quota_bound = alice
+        .launch(json!({ "template": "llama-3.1-70b-lora", "gpus": 8, "pool": "hgx-h200" }))
+        .await;
+    assert_eq!(quota_bound["state"], "queued");
+    assert_eq!(quota_bound["queue_position"], 1);
+    assert_eq!(
+        quota_bound["pending_reason"],
+        "Team nlp would exceed its quota in hgx-h200: 16 of 16 GPUs in use, this job needs 8"
+    );
+    let (_, pools) = alice.get("/api/v1/pools").await;
+    let h200 = pools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "hgx-h200")
+        .unwrap()
+        .clone();
+    assert_eq!(h200["gpus_allocated"], 24);
+    assert_eq!(h200["free_nodes"], 1);
+    assert_eq!(h200["queued_jobs"], 1);
+    // vision may use 8 GPUs; a second 8 waits on quota even though a node is free
+    let vision_wait = dave
+        .launch(json!({ "template": "llama-3.1-70b-lora", "gpus": 8, "pool": "hgx-h200" }))
+        .await;
+    assert_eq!(vision_wait["queue_position"], 2);
+    // cancelling the job ahead moves it up
+    let id = quota_bound["id"].as_str().unwrap();
+    let (status, _) = alice
+        .post(&format!("/api/v1/jobs/{id}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let vid = vision_wait["id"].as_str().unwrap();
+    let (_, v) = dave.get(&format!("/api/v1/jobs/{vid}")).await;
+    assert_eq!(v["queue_position"], 1);
+    app.running.stop().await;
+}
+
+async fn bad_input_gets_a_clear_error(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let cases: Vec<(&str, Value, u16, &str)> = vec![
+        (
+            "unknown template",
+            json!({ "template": "gpt-9", "gpus": 8 }),
+            422,
+            "template",
+        ),
+        (
+            "unknown pool",
+            json!({ "template": "llama-3.1-8b-fsdp", "gpus": 8, "pool": "tpu-v5" }),
+            422,
+            "pool",
+        ),
+        (
+            "not a gang size",
+            json!({ "template": "mistral-7b-sft", "gpus": 3 }),
+            422,
+            "gpus",
+        ),
+        (
+            "above 8, not a multiple of 8",
+            json!({ "template": "llama-3.1-8b-fsdp", "gpus": 12 }),
+            422,
+            "gpus",
+        ),
+        (
+            "not allowed by the template",
+            json!({ "template": "qwen2.5-72b-zero3", "gpus": 8 }),
+            422,
+            "gpus",
+        ),
+        (
+            "larger than the pool",
+            json!({ "template": "llama-3.1-8b-fsdp", "gpus": 64, "pool": "hgx-h200" }),
+            422,
+            "gpus",
+        ),
+        (
+            "zero GPUs",
+            json!({ "template": "mistral-7b-sft", "gpus": 0 }),
+            422,
+            "gpus",
+        ),
+        (
+            "negative GPUs",
+            json!({ "template": "mistral-7b-sft", "gpus": -8 }),
+            422,
+            "gpus",
+        ),
+        (
+            "wrong type",
+            json!({ "template": "mistral-7b-sft", "gpus": "eight" }),
+            422,
+            "gpus",
+        ),
+        (
+            "param of the wrong type",
+            json!({ "template": "mistral-7b-sft", "gpus": 8, "params": { "epochs": "three" } }),
+            422,
+            "params.epochs",
+        ),
+        (
+            "param out of bounds",
+            json!({ "template": "mistral-7b-sft", "gpus": 8, "params": { "learning_rate": 5.0 } }),
+            422,
+            "params.learning_rate",
+        ),
+        (
+            "unknown param",
+            json!({ "template": "mistral-7b-sft", "gpus": 8, "params": { "dropout": 0.1 } }),
+            422,
+            "params.dropout",
+        ),
+        (
+            "negative runtime",
+            json!({ "template": "mistral-7b-sft", "gpus": 8, "max_runtime_s": -1 }),
+            422,
+            "max_runtime_s",
+        ),
+        (
+            "absurd runtime",
+            json!({ "template": "mistral-7b-sft", "gpus": 8, "max_runtime_s": 31536000 }),
+            422,
+            "max_runtime_s",
+        ),
+        (
+            "tiny runtime",
+            json!({ "template": "mistral-7b-sft", "gpus": 8, "max_runtime_s": 5 }),
+            422,
+            "max_runtime_s",
+        ),
+        (
+            "unknown field",
+            json!({ "template": "mistral-7b-sft", "gpus": 8, "colour": "red" }),
+            422,
+            "colour",
+        ),
+        ("missing field", json!({ "gpus": 8 }), 422, ""),
+        (
+            "team not mine",
+            json!({ "template": "mistral-7b-sft", "gpus": 8, "team": "vision" }),
+            403,
+            "team",
+        ),
+    ];
+    for (what, body, status, field) in cases {
+        let (got, err) = alice.post("/api/v1/jobs", body).await;
+        assert_eq!(got.as_u16(), status, "{what}: {err}");
+        let e = &err["error"];
+        assert!(
+            e["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{what}: {err}"
+        );
+        if !field.is_empty() {
+            assert_eq!(e["field"], field, "{what}: {err}");
+        }
+    }
+    // bodies that cannot be read
+    let (s, e) = alice
+        .post_raw(
+            "/api/v1/jobs",
+            "application/json",
+            b"{\"template\": ".to_vec(),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    assert_eq!(e["error"]["code"], "bad_request");
+    let (s, _) = alice
+        .post_raw("/api/v1/jobs", "text/plain", b"hello".to_vec())
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let big = format!("{{\"template\": \"{}\", \"gpus\": 8}}", "x".repeat(200_000));
+    let (s, e) = alice
+        .post_raw("/api/v1/jobs", "application/json", big.into_bytes())
+        .await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{e}");
+    // ids and states that do not exist
+    let (s, e) = alice.get("/api/v1/jobs/no-such-job").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(e["error"]["code"], "not_found");
+    let (s, e) = alice
+        .post("/api/v1/jobs/no-such-job/cancel", json!({}))
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{e}");
+    let (s, e) = alice.get("/api/v1/jobs?state=sleeping").await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(e["error"]["field"], "state");
+    let (s, _) = alice.get("/api/v1/nothing-here").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // cancel of a finished job
+    let job = alice
+        .launch(json!({ "template": "mistral-7b-sft", "gpus": 8 }))
+        .await;
+    let id = job["id"].as_str().unwrap();
+    let (s, _) = alice
+        .post(&format!("/api/v1/jobs/{id}/cancel"), json!({}))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, e) = alice
+        .post(&format!("/api/v1/jobs/{id}/cancel"), json!({}))
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{e}");
+    assert!(e["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("cancelled"));
+    // nothing above created a job except the one cancelled
+    let (_, list) = alice.get("/api/v1/jobs").await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    app.running.stop().await;
+}
+
+async fn idempotency_key_returns_the_same_job(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let (s1, first) = alice
+        .post_with("/api/v1/jobs", llama(16), Some("run-42"))
+        .await;
+    assert_eq!(s1, StatusCode::CREATED);
+    let (s2, second) = alice
+        .post_with("/api/v1/jobs", llama(16), Some("run-42"))
+        .await;
+    assert_eq!(s2, StatusCode::OK);
+    assert_eq!(first["id"], second["id"]);
+    let (s3, err) = alice
+        .post_with("/api/v1/jobs", llama(32), Some("run-42"))
+        .await;
+    assert_eq!(s3, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert_eq!(err["error"]["field"], "Idempotency-Key");
+    // the same key from another user is another launch
+    let (s4, bobs) = app
+        .client("bob")
+        .await
+        .post_with("/api/v1/jobs", llama(16), Some("run-42"))
+        .await;
+    assert_eq!(s4, StatusCode::CREATED);
+    assert_ne!(bobs["id"], first["id"]);
+    // ten concurrent repeats: still one job
+    let mut handles = Vec::new();
+    for _ in 0..10 {
+        let c = reqwest::Client::clone(&alice.http);
+        let url = format!("{}/api/v1/jobs", app.base);
+        handles.push(tokio::spawn(async move {
+            c.post(url)
+                .header("Idempotency-Key", "burst")
+                .json(&llama(8))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }));
+    }
+    let mut ids = std::collections::HashSet::new();
+    for h in handles {
+        ids.insert(h.await.unwrap()["id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(ids.len(), 1, "one job for one key");
+    let (_, list) = alice.get("/api/v1/jobs?mine=true").await;
+    assert_eq!(list.as_array().unwrap().len(), 2);
+    app.running.stop().await;
+}
+
+async fn authorization_of_cancel_and_reads(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let bob = app.client("bob").await;
+    let dave = app.client("dave").await;
+    let carol = app.client("carol").await;
+    let anon = app.anonymous();
+
+    let (s, e) = anon.get("/api/v1/jobs").await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert_eq!(e["error"]["code"], "unauthorized");
+    let (s, _) = anon.post("/api/v1/jobs", llama(8)).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+
+    let daves = dave
+        .launch(json!({ "template": "mistral-7b-sft", "gpus": 8 }))
+        .await;
+    let dave_id = daves["id"].as_str().unwrap();
+    // alice (nlp) cannot see or cancel dave's (vision) job: 404, not 403
+    let (s, _) = alice.get(&format!("/api/v1/jobs/{dave_id}")).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = alice
+        .post(&format!("/api/v1/jobs/{dave_id}/cancel"), json!({}))
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = alice.get("/api/v1/jobs?team=vision").await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+
+    let bobs = bob.launch(llama(8)).await;
+    let bob_id = bobs["id"].as_str().unwrap();
+    // alice sees bob's job (same team) but may not cancel it: 403
+    let (s, j) = alice.get(&format!("/api/v1/jobs/{bob_id}")).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(j["can_cancel"], false);
+    let (s, e) = alice
+        .post(&format!("/api/v1/jobs/{bob_id}/cancel"), json!({}))
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{e}");
+
+    // bob, nlp's lead, may cancel alice's job
+    let alices = alice.launch(llama(8)).await;
+    let alice_id = alices["id"].as_str().unwrap();
+    let (s, j) = bob
+        .post(&format!("/api/v1/jobs/{alice_id}/cancel"), json!({}))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(j["state"], "cancelled");
+    let last = j["events"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["reason"], "Cancelled by bob");
+
+    // carol, an admin, sees all and may cancel any; only she may move the sim clock
+    let (_, all) = carol.get("/api/v1/jobs").await;
+    assert_eq!(all.as_array().unwrap().len(), 3);
+    let (s, _) = carol
+        .post(&format!("/api/v1/jobs/{dave_id}/cancel"), json!({}))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = alice
+        .post("/api/v1/sim/advance", json!({ "seconds": 60 }))
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, _) = carol
+        .post("/api/v1/sim/advance", json!({ "seconds": 60 }))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+
+    // signing out ends the session
+    let res = alice
+        .http
+        .post(format!("{}/auth/logout", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    let (s, _) = alice.get("/api/v1/jobs").await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    // an unknown user cannot sign in
+    let res = anon
+        .http
+        .post(format!("{}/auth/dev/login", app.base))
+        .form(&[("user", "mallory")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    app.running.stop().await;
+}
+
+async fn sim_clock_runs_jobs_to_completion(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let first = alice
+        .launch(json!({ "template": "llama-3.1-8b-fsdp", "gpus": 64, "max_runtime_s": 3600 }))
+        .await;
+    let second = alice
+        .launch(json!({ "template": "llama-3.1-8b-fsdp", "gpus": 64, "max_runtime_s": 600 }))
+        .await;
+    assert_eq!(second["state"], "queued");
+    carol.advance(30).await;
+    let id1 = first["id"].as_str().unwrap();
+    let id2 = second["id"].as_str().unwrap();
+    let (_, j) = alice.get(&format!("/api/v1/jobs/{id1}")).await;
+    assert_eq!(j["state"], "running");
+    carol.advance(3600).await;
+    let (_, j1) = alice.get(&format!("/api/v1/jobs/{id1}")).await;
+    assert_eq!(j1["state"], "succeeded");
+    let (_, j2) = alice.get(&format!("/api/v1/jobs/{id2}")).await;
+    assert_eq!(
+        j2["state"], "running",
+        "admitted the moment the first finished"
+    );
+    // times are exact on the sim clock: the second was admitted when the first finished
+    assert_eq!(j1["finished_at"], j2["admitted_at"]);
+    let admitted =
+        chrono::DateTime::parse_from_rfc3339(j1["admitted_at"].as_str().unwrap()).unwrap();
+    let finished =
+        chrono::DateTime::parse_from_rfc3339(j1["finished_at"].as_str().unwrap()).unwrap();
+    assert_eq!((finished - admitted).num_seconds(), 3600);
+    let kinds: Vec<&str> = j1["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["queued", "admitted", "running", "succeeded"]);
+    app.running.stop().await;
+}
+
+async fn restart_keeps_jobs_states_and_positions(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let running = alice
+        .launch(json!({ "template": "llama-3.1-8b-fsdp", "gpus": 64, "max_runtime_s": 7200 }))
+        .await;
+    let q1 = alice.launch(llama(16)).await;
+    let q2 = alice.launch(llama(8)).await;
+    carol.advance(600).await;
+    let ids = [&running, &q1, &q2].map(|j| j["id"].as_str().unwrap().to_string());
+    let mut before = Vec::new();
+    for id in &ids {
+        before.push(alice.get(&format!("/api/v1/jobs/{id}")).await.1);
+    }
+    assert_eq!(before[0]["state"], "running");
+    assert_eq!(before[1]["queue_position"], 1);
+    assert_eq!(before[2]["queue_position"], 2);
+    app.running.stop().await;
+
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    for (id, b) in ids.iter().zip(&before) {
+        let (s, after) = alice.get(&format!("/api/v1/jobs/{id}")).await;
+        assert_eq!(s, StatusCode::OK);
+        for field in [
+            "state",
+            "queue_position",
+            "pending_reason",
+            "admitted_at",
+            "node_names",
+            "events",
+            "created_at",
+        ] {
+            assert_eq!(after[field], b[field], "{field} of {id} after restart");
+        }
+    }
+    let (_, list) = alice.get("/api/v1/jobs").await;
+    assert_eq!(
+        list.as_array().unwrap().len(),
+        3,
+        "nothing lost, nothing doubled"
+    );
+    // the restored cluster still runs the job to its end, 7200 s after admission
+    let carol = app.client("carol").await;
+    carol.advance(6600).await;
+    let (_, r) = alice.get(&format!("/api/v1/jobs/{}", ids[0])).await;
+    assert_eq!(r["state"], "succeeded");
+    let (_, q) = alice.get(&format!("/api/v1/jobs/{}", ids[1])).await;
+    assert_eq!(
+        q["state"], "admitted",
+        "admitted when the restored job finished"
+    );
+    app.running.stop().await;
+}
+
+async fn catalog_lists_templates_and_pools(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let (s, templates) = alice.get("/api/v1/templates").await;
+    assert_eq!(s, StatusCode::OK);
+    let templates = templates.as_array().unwrap();
+    assert!(templates.len() >= 4);
+    for t in templates {
+        assert!(t["image"].as_str().is_some_and(|i| !i.is_empty()));
+        assert!(!t["allowed_gpus"].as_array().unwrap().is_empty());
+        assert!(t["default_max_runtime_s"].as_u64().unwrap() > 0);
+        for p in t["params"].as_array().unwrap() {
+            assert!(p["name"].is_string() && p["kind"].is_string() && !p["default"].is_null());
+        }
+    }
+    let (_, pools) = alice.get("/api/v1/pools").await;
+    let pools = pools.as_array().unwrap();
+    let h100 = pools.iter().find(|p| p["name"] == "hgx-h100").unwrap();
+    assert_eq!(h100["nodes"], 16);
+    assert_eq!(h100["gpus_total"], 128);
+    assert_eq!(h100["gpus_free"], 128);
+    let h200 = pools.iter().find(|p| p["name"] == "hgx-h200").unwrap();
+    assert_eq!(h200["gpus_total"], 32);
+    // the pages render on the server for a signed-in user
+    let html = alice
+        .http
+        .get(format!("{}/launch", app.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        html.contains("Launch a training job"),
+        "{}",
+        &html[..html.len().min(500)]
+    );
+    app.running.stop().await;
+}
