@@ -17,6 +17,8 @@ test.describe.serial("launch, watch the queue, cancel", () => {
     await signIn(page, "alice");
     await page.goto("/");
     await hydrated(page);
+    await expect(page.getByText("#1 in queue")).toBeVisible();
+    await page.screenshot({ path: `${SHOTS}/home.png`, fullPage: true });
 
     // Click 1: Launch. Click 2: the template. Click 3: Launch with the defaults (16 GPUs).
     await page.getByTestId("home-launch").click();

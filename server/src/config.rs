@@ -267,6 +267,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail decides the error type
     fn environment_overrides_use_double_underscores() {
         figment::Jail::expect_with(|jail| {
             jail.set_env("GANTRY__SERVER__ADDR", "127.0.0.1:4000");

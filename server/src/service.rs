@@ -166,7 +166,7 @@ impl Portal {
         let gpus = req.gpus;
         if gpus == 0
             || (gpus <= GPUS_PER_NODE && !gpus.is_power_of_two())
-            || (gpus > GPUS_PER_NODE && gpus % GPUS_PER_NODE != 0)
+            || (gpus > GPUS_PER_NODE && !gpus.is_multiple_of(GPUS_PER_NODE))
         {
             return Err(ApiError::invalid("gpus", format!("{gpus} GPUs is not a gang size: use 1, 2, 4 or 8 on one node, or a multiple of 8 for whole nodes")));
         }

@@ -22,6 +22,23 @@ fn postgres_admin_url() -> String {
 struct Database {
     url: String,
     _dir: Option<tempfile::TempDir>,
+    /// The Postgres database to drop when the test is done.
+    pg_name: Option<String>,
+}
+
+/// Stops the server and drops the test's Postgres database.
+async fn finish(app: App, db: Database) {
+    app.running.stop().await;
+    if let Some(name) = db.pg_name {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&postgres_admin_url())
+            .await
+            .expect("postgres for cleanup");
+        sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .execute(&mut conn)
+            .await
+            .expect("drop test database");
+    }
 }
 
 async fn fresh_database(target: Target) -> Database {
@@ -35,6 +52,7 @@ async fn fresh_database(target: Target) -> Database {
             Database {
                 url,
                 _dir: Some(dir),
+                pg_name: None,
             }
         }
         Target::Postgres => {
@@ -52,6 +70,7 @@ async fn fresh_database(target: Target) -> Database {
             Database {
                 url: format!("{base}/{name}"),
                 _dir: None,
+                pg_name: Some(name),
             }
         }
     }
@@ -235,7 +254,7 @@ async fn health_and_readiness(t: Target) {
         StatusCode::SERVICE_UNAVAILABLE,
         "not ready without a database"
     );
-    app.running.stop().await;
+    finish(app, db).await;
 }
 
 async fn launch_is_stored_admitted_and_listed(t: Target) {
@@ -288,7 +307,7 @@ async fn launch_is_stored_admitted_and_listed(t: Target) {
     assert_eq!(list.as_array().unwrap().len(), 1);
     let (_, list) = app.client("dave").await.get("/api/v1/jobs").await;
     assert!(list.as_array().unwrap().is_empty());
-    app.running.stop().await;
+    finish(app, db).await;
 }
 
 async fn queue_positions_and_reasons(t: Target) {
@@ -336,7 +355,7 @@ async fn queue_positions_and_reasons(t: Target) {
     let vid = vision_wait["id"].as_str().unwrap();
     let (_, v) = dave.get(&format!("/api/v1/jobs/{vid}")).await;
     assert_eq!(v["queue_position"], 1);
-    app.running.stop().await;
+    finish(app, db).await;
 }
 
 async fn bad_input_gets_a_clear_error(t: Target) {
@@ -512,7 +531,7 @@ async fn bad_input_gets_a_clear_error(t: Target) {
     // nothing above created a job except the one cancelled
     let (_, list) = alice.get("/api/v1/jobs").await;
     assert_eq!(list.as_array().unwrap().len(), 1);
-    app.running.stop().await;
+    finish(app, db).await;
 }
 
 async fn idempotency_key_returns_the_same_job(t: Target) {
@@ -565,7 +584,7 @@ async fn idempotency_key_returns_the_same_job(t: Target) {
     assert_eq!(ids.len(), 1, "one job for one key");
     let (_, list) = alice.get("/api/v1/jobs?mine=true").await;
     assert_eq!(list.as_array().unwrap().len(), 2);
-    app.running.stop().await;
+    finish(app, db).await;
 }
 
 async fn authorization_of_cancel_and_reads(t: Target) {
@@ -654,7 +673,7 @@ async fn authorization_of_cancel_and_reads(t: Target) {
         .await
         .unwrap();
     assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
-    app.running.stop().await;
+    finish(app, db).await;
 }
 
 async fn sim_clock_runs_jobs_to_completion(t: Target) {
@@ -696,7 +715,7 @@ async fn sim_clock_runs_jobs_to_completion(t: Target) {
         .map(|e| e["kind"].as_str().unwrap())
         .collect();
     assert_eq!(kinds, ["queued", "admitted", "running", "succeeded"]);
-    app.running.stop().await;
+    finish(app, db).await;
 }
 
 async fn restart_keeps_jobs_states_and_positions(t: Target) {
@@ -753,7 +772,7 @@ async fn restart_keeps_jobs_states_and_positions(t: Target) {
         q["state"], "admitted",
         "admitted when the restored job finished"
     );
-    app.running.stop().await;
+    finish(app, db).await;
 }
 
 async fn catalog_lists_templates_and_pools(t: Target) {
@@ -795,5 +814,5 @@ async fn catalog_lists_templates_and_pools(t: Target) {
         "{}",
         &html[..html.len().min(500)]
     );
-    app.running.stop().await;
+    finish(app, db).await;
 }

@@ -95,7 +95,7 @@ fn JobBody(page: JobPage) -> impl IntoView {
                     <dd>{format::duration(job.max_runtime_s as i64)}</dd>
                     <dt>"Submitted"</dt>
                     <dd>{move || view! { <Ago now=now() at=job.created_at/> }}</dd>
-                    <dt>"Elapsed"</dt>
+                    <dt>"Where it stands"</dt>
                     <dd>
                         {
                             let job = job.clone();

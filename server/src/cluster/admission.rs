@@ -427,7 +427,6 @@ mod tests {
             s = s.running("vision", 1);
         }
         // best fit packs the four 1-GPU jobs onto one node, so spread them by hand
-        let mut s = s;
         for n in &mut s.pool.nodes {
             n.free = 7;
         }
