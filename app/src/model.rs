@@ -134,8 +134,16 @@ pub struct Job {
     pub state: JobState,
     /// 1-based rank among the queued jobs of the pool; null unless queued.
     pub queue_position: Option<u32>,
+    /// 1-based rank among the queued jobs of the same team in the pool; null unless queued.
+    pub queue_position_in_team: Option<u32>,
     /// One sentence naming what the job waits for; null unless queued.
     pub pending_reason: Option<String>,
+    /// When the job should be admitted if nothing new arrives; null when it cannot be bounded.
+    pub eta: Option<DateTime<Utc>>,
+    /// The queued jobs ahead of this one in its pool (names and owners only for own team).
+    pub ahead: Vec<AheadJob>,
+    /// Every time the job was preempted, with why.
+    pub preemptions: Vec<Preemption>,
     pub created_at: DateTime<Utc>,
     pub admitted_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
@@ -146,6 +154,26 @@ pub struct Job {
     pub events: Vec<JobEvent>,
     /// Whether the viewer may cancel it (owner, team lead or admin, and the job is active).
     pub can_cancel: bool,
+}
+
+/// A queued job ahead of another, as its viewer may see it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AheadJob {
+    pub position: u32,
+    pub team: String,
+    pub gpus: u32,
+    pub priority: Priority,
+    pub submitted_at: DateTime<Utc>,
+    /// Only for the viewer's own team.
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub user: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Preemption {
+    pub at: DateTime<Utc>,
+    pub reason: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -222,6 +250,8 @@ pub struct Pool {
     /// Nodes with all 8 GPUs free: what a multi-node gang needs.
     pub free_nodes: u32,
     pub queued_jobs: u32,
+    /// Each team's quota and use here.
+    pub teams: Vec<QuotaUse>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -229,7 +259,11 @@ pub struct QuotaUse {
     pub team: String,
     pub pool: String,
     pub nominal_gpus: u32,
+    /// How far beyond nominal the team may borrow; null is no limit.
+    pub borrowing_limit_gpus: Option<u32>,
     pub used_gpus: u32,
+    /// GPUs held beyond the nominal quota, lent by other teams.
+    pub borrowed_gpus: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -307,6 +341,9 @@ pub struct LaunchCheck {
     /// Queued jobs in the pool that would be ahead of this one.
     pub jobs_ahead: u32,
     pub reason: Option<String>,
+    pub eta: Option<DateTime<Utc>>,
+    /// The cluster clock when checked.
+    pub now: DateTime<Utc>,
 }
 
 /// What the live stream (`/api/v1/events`, server-sent events) carries.

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use crate::cluster::QuotaSpec;
 use app::model::{JobEvent, JobState, Membership, ParamSpec, Priority, Role, Template, Viewer};
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::{Map, Value};
@@ -125,6 +126,15 @@ pub struct Transition<'a> {
     pub at: DateTime<Utc>,
     pub reason: &'a str,
     pub node_names: Option<&'a [String]>,
+    /// The event's kind when it is not the state entered (`preempted`).
+    pub kind: Option<&'a str>,
+}
+
+#[derive(Clone, Debug)]
+pub struct QuotaRow {
+    pub team: String,
+    pub pool: String,
+    pub quota: QuotaSpec,
 }
 
 #[derive(Clone, Debug)]
@@ -304,41 +314,73 @@ impl Db {
             .collect()
     }
 
-    pub async fn set_quota(
-        &self,
-        team: &str,
-        pool: &str,
-        nominal: u32,
-        at: DateTime<Utc>,
-    ) -> Result<()> {
-        sqlx::query("INSERT INTO quota (team_id, pool_id, nominal_gpus, updated_at) VALUES ($1, $2, $3, $4) ON CONFLICT (team_id, pool_id) DO UPDATE SET nominal_gpus = excluded.nominal_gpus, updated_at = excluded.updated_at")
-            .bind(team)
-            .bind(pool)
-            .bind(nominal as i64)
-            .bind(ms(at))
-            .execute(&self.pool)
-            .await
-            .map_err(map_err)?;
+    pub async fn set_quota(&self, q: &QuotaRow, at: DateTime<Utc>) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO quota (team_id, pool_id, nominal_gpus, borrowing_limit_gpus, lending_limit_gpus, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (team_id, pool_id) DO UPDATE SET nominal_gpus = excluded.nominal_gpus, \
+             borrowing_limit_gpus = excluded.borrowing_limit_gpus, lending_limit_gpus = excluded.lending_limit_gpus, \
+             updated_at = excluded.updated_at",
+        )
+        .bind(&q.team)
+        .bind(&q.pool)
+        .bind(q.quota.nominal as i64)
+        .bind(q.quota.borrowing_limit.map(i64::from))
+        .bind(q.quota.lending_limit.map(i64::from))
+        .bind(ms(at))
+        .execute(&self.pool)
+        .await
+        .map_err(map_err)?;
         Ok(())
     }
 
-    /// (team, pool, nominal GPUs), ordered.
-    pub async fn list_quotas(&self) -> Result<Vec<(String, String, u32)>> {
+    pub async fn list_quotas(&self) -> Result<Vec<QuotaRow>> {
         let rows = sqlx::query(
-            "SELECT team_id, pool_id, nominal_gpus FROM quota ORDER BY team_id, pool_id",
+            "SELECT team_id, pool_id, nominal_gpus, borrowing_limit_gpus, lending_limit_gpus FROM quota ORDER BY team_id, pool_id",
         )
         .fetch_all(&self.pool)
         .await
         .map_err(map_err)?;
         rows.iter()
             .map(|r| {
-                Ok((
-                    r.try_get("team_id")?,
-                    r.try_get("pool_id")?,
-                    r.try_get::<i64, _>("nominal_gpus")? as u32,
-                ))
+                Ok(QuotaRow {
+                    team: r.try_get("team_id")?,
+                    pool: r.try_get("pool_id")?,
+                    quota: QuotaSpec {
+                        nominal: r.try_get::<i64, _>("nominal_gpus")? as u32,
+                        borrowing_limit: r
+                            .try_get::<Option<i64>, _>("borrowing_limit_gpus")?
+                            .map(|v| v as u32),
+                        lending_limit: r
+                            .try_get::<Option<i64>, _>("lending_limit_gpus")?
+                            .map(|v| v as u32),
+                    },
+                })
             })
             .collect()
+    }
+
+    /// id → (name, user) for the given jobs.
+    pub async fn job_names(&self, ids: &[&str]) -> Result<HashMap<String, (String, String)>> {
+        let mut out = HashMap::new();
+        for chunk in ids.chunks(200) {
+            let marks: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+            let sql = format!(
+                "SELECT job_id, name, user_id FROM job WHERE job_id IN ({})",
+                marks.join(", ")
+            );
+            let mut q = sqlx::query(&sql);
+            for id in chunk {
+                q = q.bind(*id);
+            }
+            for r in q.fetch_all(&self.pool).await.map_err(map_err)? {
+                out.insert(
+                    r.try_get("job_id")?,
+                    (r.try_get("name")?, r.try_get("user_id")?),
+                );
+            }
+        }
+        Ok(out)
     }
 
     // ---- templates ----------------------------------------------------------------------
@@ -568,7 +610,14 @@ impl Db {
         }
         let changed = q.execute(&mut *tx).await.map_err(map_err)?.rows_affected() > 0;
         if changed {
-            insert_event(&mut tx, t.job_id, t.at, t.to.as_str(), t.reason).await?;
+            insert_event(
+                &mut tx,
+                t.job_id,
+                t.at,
+                t.kind.unwrap_or(t.to.as_str()),
+                t.reason,
+            )
+            .await?;
         }
         tx.commit().await.map_err(map_err)?;
         Ok(changed)

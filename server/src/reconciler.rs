@@ -45,6 +45,8 @@ pub fn spawn_event_writer(
 
 async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Option<LiveChange>, crate::db::DbError> {
     use JobState::*;
+    let none: &[String] = &[];
+    let mut kind = None;
     let (from, to, reason, nodes): (&[JobState], JobState, String, Option<&[String]>) =
         match &ev.change {
             Change::Admitted { nodes } => (
@@ -71,6 +73,10 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Option<LiveChange>, crate::
                 reason.clone(),
                 None,
             ),
+            Change::Preempted { reason } => {
+                kind = Some("preempted");
+                (&[Admitted, Running], Queued, reason.clone(), Some(none))
+            }
         };
     let applied = db
         .transition(&Transition {
@@ -80,6 +86,7 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Option<LiveChange>, crate::
             at: ev.at,
             reason: &reason,
             node_names: nodes,
+            kind,
         })
         .await?;
     if !applied {
@@ -96,9 +103,24 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Option<LiveChange>, crate::
     }))
 }
 
-/// Sends queued jobs the cluster does not know (stored, then the server stopped or the
-/// cluster was unreachable before it was sent). Run at start and every few seconds.
+/// Brings the cluster in line with the database: sends queued jobs the cluster does not know
+/// (stored, then the server stopped or the cluster was unreachable before it was sent) and
+/// deletes workloads of jobs that already ended in the database (a cancel the cluster missed).
+/// Run at start and every few seconds.
 pub async fn resend_unsent(portal: &Portal) -> anyhow::Result<usize> {
+    let active: std::collections::HashSet<String> = portal
+        .db
+        .active_jobs()
+        .await?
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    for (id, _) in portal.cluster.workloads().await? {
+        if !active.contains(&id) {
+            tracing::info!(job.id = %id, "deleting a workload whose job has ended");
+            portal.cluster.cancel(&id).await?;
+        }
+    }
     let known: std::collections::HashSet<String> = portal
         .cluster
         .workloads()

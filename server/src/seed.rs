@@ -5,7 +5,8 @@ use app::model::{LaunchRequest, ParamKind, ParamSpec, Role, Template};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
-use crate::db::{Db, PoolRow, Result};
+use crate::cluster::QuotaSpec;
+use crate::db::{Db, PoolRow, QuotaRow, Result};
 
 pub struct DemoUser {
     pub id: &'static str,
@@ -53,14 +54,14 @@ pub const POOLS: &[(&str, &str, u32)] = &[
     ("hgx-h200", "NVIDIA H200 141GB", 4),
 ];
 
-/// (team, pool, nominal GPUs)
-pub const QUOTAS: &[(&str, &str, u32)] = &[
-    ("nlp", "hgx-h100", 64),
-    ("vision", "hgx-h100", 32),
-    ("speech", "hgx-h100", 32),
-    ("nlp", "hgx-h200", 16),
-    ("vision", "hgx-h200", 8),
-    ("speech", "hgx-h200", 8),
+/// (team, pool, nominal GPUs, borrowing limit GPUs)
+pub const QUOTAS: &[(&str, &str, u32, u32)] = &[
+    ("nlp", "hgx-h100", 64, 32),
+    ("vision", "hgx-h100", 32, 32),
+    ("speech", "hgx-h100", 32, 16),
+    ("nlp", "hgx-h200", 16, 8),
+    ("vision", "hgx-h200", 8, 8),
+    ("speech", "hgx-h200", 8, 0),
 ];
 
 fn p(
@@ -303,8 +304,21 @@ pub async fn seed_catalog(db: &Db, now: DateTime<Utc>) -> Result<bool> {
             db.insert_membership(u.id, team, *role).await?;
         }
     }
-    for (team, pool, n) in QUOTAS {
-        db.set_quota(team, pool, *n, now).await?;
+    for (team, pool, nominal, borrow) in QUOTAS {
+        let quota = QuotaSpec {
+            nominal: *nominal,
+            borrowing_limit: Some(*borrow),
+            lending_limit: None,
+        };
+        db.set_quota(
+            &QuotaRow {
+                team: team.to_string(),
+                pool: pool.to_string(),
+                quota,
+            },
+            now,
+        )
+        .await?;
     }
     for t in templates() {
         db.insert_template(&t, now).await?;

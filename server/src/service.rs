@@ -20,6 +20,8 @@ use crate::request_id::current_request_id;
 pub const MAX_RUNTIME_LIMIT_S: u64 = 14 * 24 * 3600;
 /// Shortest: one minute.
 pub const MIN_RUNTIME_S: u64 = 60;
+/// The most jobs a "who is ahead" list shows.
+pub const MAX_AHEAD: usize = 100;
 
 /// A change a live page may want to know about.
 #[derive(Clone, Debug)]
@@ -194,17 +196,6 @@ impl Portal {
                 ),
             ));
         }
-        let nominal = self
-            .db
-            .list_quotas()
-            .await?
-            .into_iter()
-            .find(|(t, p, _)| *t == team && *p == pool.name)
-            .map(|(_, _, n)| n)
-            .unwrap_or(0);
-        if gpus > nominal {
-            return Err(ApiError::invalid("gpus", format!("team {team}'s quota in {} is {nominal} GPUs: a {gpus}-GPU job could never be admitted", pool.name)));
-        }
         let mut params = Map::new();
         for (key, _) in req.params.iter() {
             if !template.params.iter().any(|p| &p.name == key) {
@@ -280,6 +271,7 @@ impl Portal {
             }
         }
         let v = self.validate(viewer, &req).await?;
+        self.admissibility(&v).await?;
         let now = self.cluster.now();
         let id = uuid::Uuid::now_v7().to_string();
         let name = v
@@ -368,35 +360,55 @@ impl Portal {
         Ok((self.job_for(viewer, &existing.id).await?, false))
     }
 
-    pub async fn check(
+    /// What the cluster would do with this launch now; a gang that could never be admitted
+    /// (larger than the pool, or than the team's quota plus borrowing) is refused with 422.
+    async fn admissibility(
         &self,
-        viewer: &Viewer,
-        req: LaunchRequest,
-    ) -> Result<LaunchCheck, ApiError> {
-        let v = self.validate(viewer, &req).await?;
+        v: &ValidLaunch,
+    ) -> Result<crate::cluster::Admissibility, ApiError> {
         let spec = WorkloadSpec {
             job_id: String::new(),
-            team: v.team,
-            pool: v.pool,
+            team: v.team.clone(),
+            pool: v.pool.clone(),
             gpus: v.gpus,
             priority: v.priority,
             submitted_at: self.cluster.now(),
             max_runtime_s: v.max_runtime_s,
         };
         let a = self.cluster.check(&spec).await?;
+        if a.never {
+            return Err(ApiError::invalid(
+                "gpus",
+                a.reason
+                    .unwrap_or_else(|| "this job could never be admitted".into()),
+            ));
+        }
+        Ok(a)
+    }
+
+    pub async fn check(
+        &self,
+        viewer: &Viewer,
+        req: LaunchRequest,
+    ) -> Result<LaunchCheck, ApiError> {
+        let v = self.validate(viewer, &req).await?;
+        let a = self.admissibility(&v).await?;
         Ok(LaunchCheck {
             fits_now: a.fits_now,
             jobs_ahead: a.ahead,
             reason: a.reason,
+            eta: a.eta,
+            now: self.cluster.now(),
         })
     }
 
     // ---- reading jobs -------------------------------------------------------------------
 
-    async fn pending_by_pool(
+    /// The queue of every pool these rows wait in, in order (Kueue's visibility API).
+    async fn queues_for(
         &self,
         rows: &[JobRow],
-    ) -> Result<HashMap<String, PendingWorkload>, ApiError> {
+    ) -> Result<HashMap<String, Vec<PendingWorkload>>, ApiError> {
         let mut pools: Vec<&str> = rows
             .iter()
             .filter(|r| r.state == JobState::Queued)
@@ -406,58 +418,115 @@ impl Portal {
         pools.dedup();
         let mut out = HashMap::new();
         for pool in pools {
-            for p in self.cluster.pending(pool).await? {
-                out.insert(p.job_id.clone(), p);
-            }
+            out.insert(pool.to_string(), self.cluster.pending(pool).await?);
         }
         Ok(out)
     }
 
-    async fn to_jobs(&self, viewer: &Viewer, rows: Vec<JobRow>) -> Result<Vec<Job>, ApiError> {
-        let pending = self.pending_by_pool(&rows).await?;
-        let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
-        let mut events = self.db.events_for(&ids).await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| {
-                let p = pending.get(&r.id);
-                let can_cancel = r.state.is_active()
-                    && (r.user == viewer.user || viewer.is_lead_of(&r.team) || viewer.is_admin);
-                Job {
-                    events: events.remove(&r.id).unwrap_or_default(),
-                    queue_position: p.map(|p| p.position_in_pool),
-                    pending_reason: match (r.state, p) {
-                        (JobState::Queued, Some(p)) => Some(p.reason.clone()),
-                        (JobState::Queued, None) => {
-                            Some("Waiting to be sent to the cluster".to_string())
-                        }
-                        _ => None,
-                    },
-                    nodes: nodes_for(r.gpus),
-                    id: r.id,
-                    name: r.name,
-                    template: r.template,
-                    template_version: r.template_version,
-                    team: r.team,
-                    user: r.user,
-                    pool: r.pool,
-                    gpus: r.gpus,
-                    priority: r.priority,
-                    state: r.state,
-                    created_at: r.created_at,
-                    admitted_at: r.admitted_at,
-                    finished_at: r.finished_at,
-                    params: r.params,
-                    max_runtime_s: r.max_runtime_s,
-                    node_names: if r.state.holds_gpus() {
-                        r.node_names
-                    } else {
-                        Vec::new()
-                    },
-                    can_cancel,
+    /// The jobs ahead of `position` in a pool's queue, as `viewer` may see them.
+    async fn ahead_of(
+        &self,
+        viewer: &Viewer,
+        queue: &[PendingWorkload],
+        position: u32,
+    ) -> Result<Vec<AheadJob>, ApiError> {
+        let ahead = &queue[..(position.saturating_sub(1) as usize).min(queue.len())];
+        let own: Vec<&str> = ahead
+            .iter()
+            .filter(|p| Self::may_see(viewer, &p.team))
+            .map(|p| p.job_id.as_str())
+            .collect();
+        let names = if own.is_empty() {
+            HashMap::new()
+        } else {
+            self.db.job_names(&own).await?
+        };
+        Ok(ahead
+            .iter()
+            .take(MAX_AHEAD)
+            .map(|p| {
+                let named = names.get(&p.job_id);
+                AheadJob {
+                    position: p.position_in_pool,
+                    team: p.team.clone(),
+                    gpus: p.gpus,
+                    priority: p.priority,
+                    submitted_at: p.submitted_at,
+                    id: named.map(|_| p.job_id.clone()),
+                    name: named.map(|(n, _)| n.clone()),
+                    user: named.map(|(_, u)| u.clone()),
                 }
             })
             .collect())
+    }
+
+    async fn to_jobs(
+        &self,
+        viewer: &Viewer,
+        rows: Vec<JobRow>,
+        with_ahead: bool,
+    ) -> Result<Vec<Job>, ApiError> {
+        let queues = self.queues_for(&rows).await?;
+        let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+        let mut events = self.db.events_for(&ids).await?;
+        let mut jobs = Vec::with_capacity(rows.len());
+        for r in rows {
+            let queue = queues.get(&r.pool);
+            let p = queue.and_then(|q| q.iter().find(|p| p.job_id == r.id));
+            let ahead = match (with_ahead, queue, p) {
+                (true, Some(q), Some(p)) => self.ahead_of(viewer, q, p.position_in_pool).await?,
+                _ => Vec::new(),
+            };
+            let can_cancel = r.state.is_active()
+                && (r.user == viewer.user || viewer.is_lead_of(&r.team) || viewer.is_admin);
+            let events = events.remove(&r.id).unwrap_or_default();
+            let preemptions = events
+                .iter()
+                .filter(|e| e.kind == "preempted")
+                .map(|e| Preemption {
+                    at: e.at,
+                    reason: e.reason.clone(),
+                })
+                .collect();
+            jobs.push(Job {
+                events,
+                preemptions,
+                ahead,
+                queue_position: p.map(|p| p.position_in_pool),
+                queue_position_in_team: p.map(|p| p.position_in_team),
+                eta: p.and_then(|p| p.eta),
+                pending_reason: match (r.state, p) {
+                    (JobState::Queued, Some(p)) => Some(p.reason.clone()),
+                    (JobState::Queued, None) => {
+                        Some("Waiting to be sent to the cluster".to_string())
+                    }
+                    _ => None,
+                },
+                nodes: nodes_for(r.gpus),
+                id: r.id,
+                name: r.name,
+                template: r.template,
+                template_version: r.template_version,
+                team: r.team,
+                user: r.user,
+                pool: r.pool,
+                gpus: r.gpus,
+                priority: r.priority,
+                state: r.state,
+                created_at: r.created_at,
+                admitted_at: r.admitted_at,
+                finished_at: r.finished_at,
+                params: r.params,
+                max_runtime_s: r.max_runtime_s,
+                node_names: if r.state.holds_gpus() {
+                    r.node_names
+                } else {
+                    Vec::new()
+                },
+                can_cancel,
+            });
+        }
+        Ok(jobs)
     }
 
     /// A job the viewer may see; another team's job is "not found", not "forbidden".
@@ -476,7 +545,7 @@ impl Portal {
 
     pub async fn job_for(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError> {
         let row = self.visible_row(viewer, id).await?;
-        Ok(self.to_jobs(viewer, vec![row]).await?.remove(0))
+        Ok(self.to_jobs(viewer, vec![row], true).await?.remove(0))
     }
 
     pub async fn jobs(&self, viewer: &Viewer, filter: JobFilter) -> Result<Vec<Job>, ApiError> {
@@ -500,7 +569,7 @@ impl Portal {
                 limit: 500,
             })
             .await?;
-        self.to_jobs(viewer, rows).await
+        self.to_jobs(viewer, rows, false).await
     }
 
     #[tracing::instrument(skip(self, viewer), fields(user = %viewer.user))]
@@ -518,7 +587,8 @@ impl Portal {
                 row.state
             )));
         }
-        self.cluster.cancel(id).await?;
+        // The database first, with who cancelled; then the cluster. Should the cluster not
+        // answer, the reconciler deletes workloads of cancelled jobs when it can.
         let at = self.cluster.now();
         let reason = format!("Cancelled by {}", viewer.user);
         let applied = self
@@ -530,6 +600,7 @@ impl Portal {
                 at,
                 reason: &reason,
                 node_names: None,
+                kind: None,
             })
             .await?;
         if applied {
@@ -540,6 +611,9 @@ impl Portal {
                 state: JobState::Cancelled,
                 at,
             });
+        }
+        if let Err(e) = self.cluster.cancel(id).await {
+            tracing::warn!(job.id = %id, error = %e, "cluster did not delete the job yet; it will be retried");
         }
         self.sync().await;
         self.job_for(viewer, id).await
@@ -554,6 +628,18 @@ impl Portal {
             .await?
             .into_iter()
             .map(|p| Pool {
+                teams: p
+                    .teams
+                    .iter()
+                    .map(|t| QuotaUse {
+                        team: t.team.clone(),
+                        pool: p.name.clone(),
+                        nominal_gpus: t.quota.nominal,
+                        borrowing_limit_gpus: t.quota.borrowing_limit,
+                        used_gpus: t.used,
+                        borrowed_gpus: t.borrowed,
+                    })
+                    .collect(),
                 gpus_free: p.gpus_total - p.gpus_allocated,
                 name: p.name,
                 gpu_model: p.gpu_model,
@@ -568,31 +654,12 @@ impl Portal {
     }
 
     pub async fn quota_use(&self, viewer: &Viewer) -> Result<Vec<QuotaUse>, ApiError> {
-        let statuses = self.cluster.pools().await?;
         Ok(self
-            .db
-            .list_quotas()
+            .pools()
             .await?
             .into_iter()
-            .filter(|(team, _, _)| viewer.is_member_of(team))
-            .map(|(team, pool, nominal)| {
-                let used = statuses
-                    .iter()
-                    .find(|s| s.name == pool)
-                    .and_then(|s| {
-                        s.used_by_team
-                            .iter()
-                            .find(|(t, _)| *t == team)
-                            .map(|(_, n)| *n)
-                    })
-                    .unwrap_or(0);
-                QuotaUse {
-                    team,
-                    pool,
-                    nominal_gpus: nominal,
-                    used_gpus: used,
-                }
-            })
+            .flat_map(|p| p.teams)
+            .filter(|q| viewer.is_member_of(&q.team))
             .collect())
     }
 

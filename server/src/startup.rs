@@ -110,8 +110,8 @@ async fn build_sim(config: &Config, db: &Db) -> anyhow::Result<Arc<SimCluster>> 
 /// Rebuilds the sim's state from the database: quotas, then jobs holding GPUs on their
 /// nodes, then the queue in submission order.
 async fn restore_sim(sim: &SimCluster, db: &Db) -> anyhow::Result<()> {
-    for (team, pool, n) in db.list_quotas().await? {
-        sim.set_quota(&team, &pool, n).await?;
+    for q in db.list_quotas().await? {
+        sim.set_quota(&q.team, &q.pool, q.quota).await?;
     }
     let mut admitted = Vec::new();
     let mut queued = Vec::new();

@@ -315,20 +315,16 @@ async fn queue_positions_and_reasons(t: Target) {
     let app = App::start(&db).await;
     let alice = app.client("alice").await;
     let dave = app.client("dave").await;
-    // hgx-h200: 4 nodes. nlp (quota 16) takes 2 nodes, vision (quota 8) one.
-    alice
-        .launch(json!({ "template": "llama-3.1-70b-lora", "gpus": 16, "pool": "hgx-h200" }))
-        .await;
-    dave.launch(json!({ "template": "llama-3.1-70b-lora", "gpus": 8, "pool": "hgx-h200" }))
-        .await;
-    let quota_bound = alice
-        .launch(json!({ "template": "llama-3.1-70b-lora", "gpus": 8, "pool": "hgx-h200" }))
-        .await;
-    assert_eq!(quota_bound["state"], "queued");
-    assert_eq!(quota_bound["queue_position"], 1);
+    let erin = app.client("erin").await;
+    let lora =
+        |gpus: u32| json!({ "template": "llama-3.1-70b-lora", "gpus": gpus, "pool": "hgx-h200" });
+    // hgx-h200: 4 nodes, 32 GPUs. nlp: 16 + borrowing up to 8; vision 8 + 8; speech 8 + 0.
+    let first = alice.launch(lora(16)).await;
+    dave.launch(lora(8)).await;
+    let borrower = alice.launch(lora(8)).await;
     assert_eq!(
-        quota_bound["pending_reason"],
-        "Team nlp would exceed its quota in hgx-h200: 16 of 16 GPUs in use, this job needs 8"
+        borrower["state"], "admitted",
+        "nlp borrows speech's idle 8 GPUs"
     );
     let (_, pools) = alice.get("/api/v1/pools").await;
     let h200 = pools
@@ -338,23 +334,105 @@ async fn queue_positions_and_reasons(t: Target) {
         .find(|p| p["name"] == "hgx-h200")
         .unwrap()
         .clone();
-    assert_eq!(h200["gpus_allocated"], 24);
-    assert_eq!(h200["free_nodes"], 1);
-    assert_eq!(h200["queued_jobs"], 1);
-    // vision may use 8 GPUs; a second 8 waits on quota even though a node is free
-    let vision_wait = dave
-        .launch(json!({ "template": "llama-3.1-70b-lora", "gpus": 8, "pool": "hgx-h200" }))
+    assert_eq!(h200["gpus_allocated"], 32);
+    let nlp = h200["teams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["team"] == "nlp")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (
+            nlp["nominal_gpus"].as_u64(),
+            nlp["used_gpus"].as_u64(),
+            nlp["borrowed_gpus"].as_u64()
+        ),
+        (Some(16), Some(24), Some(8))
+    );
+    assert_eq!(nlp["borrowing_limit_gpus"], 8);
+
+    let waiting = alice.launch(lora(8)).await;
+    assert_eq!(waiting["state"], "queued");
+    assert_eq!(waiting["queue_position"], 1);
+    assert_eq!(waiting["queue_position_in_team"], 1);
+    assert_eq!(
+        waiting["pending_reason"],
+        "Team nlp would exceed its quota and borrowing limit in hgx-h200: 24 of 16 + 8 GPUs in use, this job needs 8"
+    );
+    assert!(
+        waiting["eta"].is_string(),
+        "running jobs end at their max runtime: {waiting}"
+    );
+
+    // speech reclaims its quota: nlp's borrowing job is preempted and queued again
+    let speech = erin
+        .launch(json!({ "template": "whisper-large-v3-ft", "gpus": 8, "pool": "hgx-h200" }))
         .await;
-    assert_eq!(vision_wait["queue_position"], 2);
-    // cancelling the job ahead moves it up
-    let id = quota_bound["id"].as_str().unwrap();
+    assert_eq!(speech["state"], "admitted");
+    let bid = borrower["id"].as_str().unwrap();
+    let (_, b) = alice.get(&format!("/api/v1/jobs/{bid}")).await;
+    assert_eq!(b["state"], "queued");
+    assert_eq!(
+        b["preemptions"][0]["reason"],
+        "Preempted: team speech reclaimed its quota"
+    );
+    assert_eq!(
+        b["queue_position"], 1,
+        "keeps its original submission time, ahead of the later job"
+    );
+    assert_eq!(b["created_at"], borrower["created_at"]);
+    let kinds: Vec<&str> = b["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["queued", "admitted", "preempted"]);
+
+    // who is ahead: names for one's own team, not for others
+    let wid = waiting["id"].as_str().unwrap();
+    let (_, w) = alice.get(&format!("/api/v1/jobs/{wid}")).await;
+    assert_eq!(w["queue_position"], 2);
+    assert_eq!(w["ahead"][0]["id"], bid);
+    assert_eq!(w["ahead"][0]["user"], "alice");
+    let vision = dave.launch(lora(8)).await;
+    assert_eq!(vision["queue_position"], 3);
+    let ahead = vision["ahead"].as_array().unwrap();
+    assert_eq!(ahead.len(), 2);
+    assert!(ahead.iter().all(|a| a["team"] == "nlp"
+        && a["name"].is_null()
+        && a["user"].is_null()
+        && a["id"].is_null()));
+    assert_eq!(ahead[0]["gpus"], 8);
+    assert_eq!(ahead[0]["priority"], "normal");
+
+    // cancelling the job ahead moves the others up
     let (status, _) = alice
-        .post(&format!("/api/v1/jobs/{id}/cancel"), json!({}))
+        .post(&format!("/api/v1/jobs/{bid}/cancel"), json!({}))
         .await;
     assert_eq!(status, StatusCode::OK);
-    let vid = vision_wait["id"].as_str().unwrap();
+    let (_, w) = alice.get(&format!("/api/v1/jobs/{wid}")).await;
+    assert_eq!(w["queue_position"], 1);
+    let vid = vision["id"].as_str().unwrap();
     let (_, v) = dave.get(&format!("/api/v1/jobs/{vid}")).await;
-    assert_eq!(v["queue_position"], 1);
+    assert_eq!(v["queue_position"], 2);
+    assert_eq!(v["queue_position_in_team"], 1);
+
+    // a high-priority launch preempts a lower-priority job of its own team (nlp's 16-GPU
+    // job); the 8 GPUs left over admit the normal job that waited
+    let urgent = alice.launch(json!({ "template": "llama-3.1-70b-lora", "gpus": 8, "pool": "hgx-h200", "priority": "high" })).await;
+    assert_eq!(urgent["priority"], "high");
+    assert_eq!(urgent["state"], "admitted", "{urgent}");
+    let fid = first["id"].as_str().unwrap();
+    let (_, f) = alice.get(&format!("/api/v1/jobs/{fid}")).await;
+    assert_eq!(f["state"], "queued");
+    assert_eq!(
+        f["preemptions"][0]["reason"],
+        "Preempted by a higher-priority job of team nlp"
+    );
+    let (_, w) = alice.get(&format!("/api/v1/jobs/{wid}")).await;
+    assert_eq!(w["state"], "admitted");
     finish(app, db).await;
 }
 
@@ -726,6 +804,11 @@ async fn restart_keeps_jobs_states_and_positions(t: Target) {
     let running = alice
         .launch(json!({ "template": "llama-3.1-8b-fsdp", "gpus": 64, "max_runtime_s": 7200 }))
         .await;
+    // nlp borrows 32 more (its borrowing limit), so the next two wait
+    let borrowing = alice
+        .launch(json!({ "template": "llama-3.1-8b-fsdp", "gpus": 32, "max_runtime_s": 7200 }))
+        .await;
+    assert_eq!(borrowing["state"], "admitted");
     let q1 = alice.launch(llama(16)).await;
     let q2 = alice.launch(llama(8)).await;
     carol.advance(600).await;
@@ -759,7 +842,7 @@ async fn restart_keeps_jobs_states_and_positions(t: Target) {
     let (_, list) = alice.get("/api/v1/jobs").await;
     assert_eq!(
         list.as_array().unwrap().len(),
-        3,
+        4,
         "nothing lost, nothing doubled"
     );
     // the restored cluster still runs the job to its end, 7200 s after admission

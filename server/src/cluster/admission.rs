@@ -1,28 +1,43 @@
 //! Kueue's admission rules, written once. The sim cluster runs them; the Kubernetes back end
 //! leaves admission to Kueue itself and these rules are the reference the two must agree on.
 //!
-//! What is copied from Kueue, and where it is documented:
-//! - A workload is admitted only when the whole of it fits at once, quota and capacity both:
-//!   Kueue reserves quota for every pod set of a Workload together or not at all
-//!   (<https://kueue.sigs.k8s.io/docs/concepts/workload/>, "Admission"), and all-or-nothing
-//!   start is `waitForPodsReady` (<https://kueue.sigs.k8s.io/docs/tasks/manage/setup_wait_for_pods_ready/>).
-//! - Whole nodes for gangs above 8 GPUs, and one node for 8 or fewer, is what Topology Aware
-//!   Scheduling gives with `kueue.x-k8s.io/podset-required-topology: kubernetes.io/hostname`
-//!   and one pod per node (<https://kueue.sigs.k8s.io/docs/concepts/topology_aware_scheduling/>).
-//! - A team's usage may not pass its `nominalQuota` in the pool's flavor (borrowing comes with
-//!   cohorts later) (<https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#resource-groups>).
+//! Model: each pool is a Kueue cohort; each team's share of it is a ClusterQueue with a
+//! `nominalQuota`, an optional `borrowingLimit` and an optional `lendingLimit` for
+//! `nvidia.com/gpu` in the pool's ResourceFlavor. What is copied from Kueue, and where:
+//! - A workload is admitted only when the whole of it fits at once, quota and capacity both
+//!   (<https://kueue.sigs.k8s.io/docs/concepts/workload/>), and starts all-or-nothing
+//!   (`waitForPodsReady`, <https://kueue.sigs.k8s.io/docs/tasks/manage/setup_wait_for_pods_ready/>).
+//! - Gangs above 8 GPUs take whole nodes and smaller ones one node, as Topology Aware
+//!   Scheduling places them with `podset-required-topology: kubernetes.io/hostname`
+//!   (<https://kueue.sigs.k8s.io/docs/concepts/topology_aware_scheduling/>).
+//! - Borrowing: a ClusterQueue may use unused quota of its cohort beyond its nominal quota, up
+//!   to its `borrowingLimit`; a `lendingLimit` keeps part of its nominal quota from being lent
+//!   (<https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#borrowinglimit>,
+//!   <https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#lendinglimit>).
+//! - Preemption as `reclaimWithinCohort: Any` and `withinClusterQueue: LowerPriority`
+//!   (<https://kueue.sigs.k8s.io/docs/concepts/preemption/>): a workload that fits within its
+//!   queue's nominal quota may evict workloads of other queues that are borrowing, whatever
+//!   their priority; any workload may evict lower-priority workloads of its own queue.
+//!   Candidates are taken as Kueue orders them: other queues' borrowing workloads first, then
+//!   lower priority first, then the most recently admitted first; eviction stops as soon as
+//!   the preemptor fits, and a queue's workloads stop being candidates for reclaim once it is
+//!   back within its nominal quota. (Kueue also tries to put back victims that turn out not
+//!   to be needed; with whole-node gangs the greedy set is already minimal in the cases here.)
 //! - Order: higher WorkloadPriorityClass value first, then earlier creation time
-//!   (<https://kueue.sigs.k8s.io/docs/concepts/workload_priority_class/>; ClusterQueue
-//!   "queueingStrategy": both strategies sort by priority, then creation timestamp).
+//!   (<https://kueue.sigs.k8s.io/docs/concepts/workload_priority_class/>).
 //! - `BestEffortFIFO` (Kueue's default): a workload that cannot be admitted does not block
 //!   later ones that fit. `StrictFIFO`: the head blocks everything behind it
 //!   (<https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#queueing-strategy>).
 
-use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, HashMap};
 
-use app::model::{Priority, GPUS_PER_NODE};
 use chrono::{DateTime, Utc};
+
+/// A workload's id inside the admission rules (the sim maps job ids to these).
+pub type Wid = u64;
+/// A team's index in its cohort.
+pub type TeamIdx = usize;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum QueueingStrategy {
@@ -41,7 +56,24 @@ impl QueueingStrategy {
     }
 }
 
-/// One HGX node and how many of its GPUs are free.
+/// A team's ClusterQueue quota in one pool, in GPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Quota {
+    pub nominal: u32,
+    /// How far beyond nominal the team may borrow; `None` is no limit (Kueue's default).
+    pub borrowing_limit: Option<u32>,
+    /// How much of its nominal quota the team lends to the cohort; `None` is all of it.
+    pub lending_limit: Option<u32>,
+}
+
+impl Quota {
+    /// The part of the nominal quota that is never lent.
+    fn guaranteed(&self) -> u32 {
+        self.nominal - self.lending_limit.unwrap_or(self.nominal).min(self.nominal)
+    }
+}
+
+/// One node and how many of its GPUs are free.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Node {
     pub name: String,
@@ -52,46 +84,53 @@ pub struct Node {
 #[derive(Clone, Debug)]
 pub struct PoolCapacity {
     pub name: String,
+    pub per_node: u32,
     pub nodes: Vec<Node>,
     pub strategy: QueueingStrategy,
 }
 
+/// GPUs taken on each node, by node index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement(pub Vec<(usize, u32)>);
+
 impl PoolCapacity {
-    pub fn new(name: &str, node_count: usize) -> Self {
+    /// `count` nodes of `per_node` GPUs.
+    pub fn new(name: &str, count: usize, per_node: u32) -> Self {
         PoolCapacity {
             name: name.to_string(),
-            nodes: (0..node_count)
+            per_node,
+            nodes: (0..count)
                 .map(|i| Node {
                     name: format!("{name}-node-{i:02}"),
-                    free: GPUS_PER_NODE,
+                    free: per_node,
                 })
                 .collect(),
             strategy: QueueingStrategy::default(),
         }
     }
 
-    pub fn total_gpus(&self) -> u32 {
-        self.nodes.len() as u32 * GPUS_PER_NODE
+    pub fn total(&self) -> u32 {
+        self.nodes.len() as u32 * self.per_node
     }
 
-    pub fn free_gpus(&self) -> u32 {
+    pub fn free(&self) -> u32 {
         self.nodes.iter().map(|n| n.free).sum()
     }
 
     pub fn free_whole_nodes(&self) -> u32 {
         self.nodes
             .iter()
-            .filter(|n| n.free == GPUS_PER_NODE)
+            .filter(|n| n.free == self.per_node)
             .count() as u32
     }
 
-    /// Where a gang of `gpus` would go now, or `None`. Up to 8 GPUs: the fullest node that
-    /// still has room (best fit, so whole nodes stay free for gangs). More: whole free nodes.
+    /// Where a gang would go now, or `None`. Up to a node's size: the fullest node that still
+    /// has room (best fit keeps whole nodes free for gangs). More: that many whole free nodes.
     pub fn place(&self, gpus: u32) -> Option<Placement> {
         if gpus == 0 {
             return None;
         }
-        if gpus <= GPUS_PER_NODE {
+        if gpus <= self.per_node {
             self.nodes
                 .iter()
                 .enumerate()
@@ -99,17 +138,17 @@ impl PoolCapacity {
                 .min_by_key(|(i, n)| (n.free, *i))
                 .map(|(i, _)| Placement(vec![(i, gpus)]))
         } else {
-            let need = gpus.div_ceil(GPUS_PER_NODE) as usize;
+            let need = gpus.div_ceil(self.per_node) as usize;
             let free: Vec<usize> = self
                 .nodes
                 .iter()
                 .enumerate()
-                .filter(|(_, n)| n.free == GPUS_PER_NODE)
+                .filter(|(_, n)| n.free == self.per_node)
                 .map(|(i, _)| i)
                 .take(need)
                 .collect();
             (free.len() == need)
-                .then(|| Placement(free.into_iter().map(|i| (i, GPUS_PER_NODE)).collect()))
+                .then(|| Placement(free.into_iter().map(|i| (i, self.per_node)).collect()))
         }
     }
 
@@ -121,7 +160,7 @@ impl PoolCapacity {
 
     pub fn release(&mut self, p: &Placement) {
         for &(i, g) in &p.0 {
-            self.nodes[i].free = (self.nodes[i].free + g).min(GPUS_PER_NODE);
+            self.nodes[i].free = (self.nodes[i].free + g).min(self.per_node);
         }
     }
 
@@ -131,39 +170,141 @@ impl PoolCapacity {
             .collect()
     }
 
-    /// The placement on the named nodes (used to restore a job after a restart).
+    /// The placement on the named nodes, if they have room (restoring a job after a restart).
     pub fn placement_on(&self, names: &[String], gpus: u32) -> Option<Placement> {
-        let per_node = gpus.min(GPUS_PER_NODE);
+        let per_node = gpus.min(self.per_node);
         let mut p = Vec::new();
         for name in names {
             let i = self.nodes.iter().position(|n| &n.name == name)?;
+            if self.nodes[i].free < per_node {
+                return None;
+            }
             p.push((i, per_node));
         }
-        Some(Placement(p))
+        (p.len() as u32 * per_node == gpus).then_some(Placement(p))
     }
 }
 
-/// GPUs taken on each node, by node index.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Placement(pub Vec<(usize, u32)>);
-
 /// A workload waiting for admission.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Candidate {
-    pub id: String,
-    pub team: String,
+    pub id: Wid,
+    pub team: TeamIdx,
     pub gpus: u32,
-    pub priority: Priority,
+    /// The WorkloadPriorityClass value; higher goes first.
+    pub priority: i32,
     pub submitted_at: DateTime<Utc>,
 }
 
-/// Kueue's queue order: priority (higher first), then creation time, then id for a total order.
+/// Kueue's queue order as a sortable key: priority (higher first), creation time, id.
+pub type QueueKey = (Reverse<i32>, DateTime<Utc>, Wid);
+
+impl Candidate {
+    pub fn key(&self) -> QueueKey {
+        (Reverse(self.priority), self.submitted_at, self.id)
+    }
+}
+
 pub fn queue_order(a: &Candidate, b: &Candidate) -> Ordering {
-    b.priority
-        .value()
-        .cmp(&a.priority.value())
-        .then(a.submitted_at.cmp(&b.submitted_at))
-        .then(a.id.cmp(&b.id))
+    a.key().cmp(&b.key())
+}
+
+/// The pending workloads of one pool in queue order, with the sizes each team waits for.
+#[derive(Clone, Debug, Default)]
+pub struct Queue {
+    items: BTreeMap<QueueKey, Candidate>,
+    keys: HashMap<Wid, QueueKey>,
+    /// Per team: GPU count → how many pending workloads ask for it.
+    sizes: Vec<BTreeMap<u32, usize>>,
+}
+
+impl Queue {
+    pub fn push(&mut self, c: Candidate) {
+        if self.keys.contains_key(&c.id) {
+            return;
+        }
+        if self.sizes.len() <= c.team {
+            self.sizes.resize_with(c.team + 1, BTreeMap::new);
+        }
+        *self.sizes[c.team].entry(c.gpus).or_default() += 1;
+        self.keys.insert(c.id, c.key());
+        self.items.insert(c.key(), c);
+    }
+
+    pub fn remove(&mut self, id: Wid) -> Option<Candidate> {
+        let key = self.keys.remove(&id)?;
+        let c = self.items.remove(&key)?;
+        let sizes = &mut self.sizes[c.team];
+        if let Some(n) = sizes.get_mut(&c.gpus) {
+            *n -= 1;
+            if *n == 0 {
+                sizes.remove(&c.gpus);
+            }
+        }
+        Some(c)
+    }
+
+    pub fn contains(&self, id: Wid) -> bool {
+        self.keys.contains_key(&id)
+    }
+
+    pub fn get(&self, id: Wid) -> Option<&Candidate> {
+        self.keys.get(&id).and_then(|k| self.items.get(k))
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Candidate> + Clone {
+        self.items.values()
+    }
+
+    /// The smallest request each team has waiting (`u32::MAX` for none).
+    fn min_sizes(&self) -> Vec<u32> {
+        self.sizes
+            .iter()
+            .map(|s| s.keys().next().copied().unwrap_or(u32::MAX))
+            .collect()
+    }
+}
+
+/// A workload holding GPUs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Admitted {
+    pub id: Wid,
+    pub team: TeamIdx,
+    pub gpus: u32,
+    pub priority: i32,
+    pub submitted_at: DateTime<Utc>,
+    pub admitted_at: DateTime<Utc>,
+    pub placement: Placement,
+}
+
+/// Why a workload is evicted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PreemptCause {
+    /// The preemptor's team took back quota this workload's team had borrowed.
+    Reclaim { by_team: String },
+    /// A higher-priority workload of the same team needed the room.
+    Priority { by_team: String },
+}
+
+impl PreemptCause {
+    pub fn sentence(&self) -> String {
+        match self {
+            PreemptCause::Reclaim { by_team } => {
+                format!("Preempted: team {by_team} reclaimed its quota")
+            }
+            PreemptCause::Priority { by_team } => {
+                format!("Preempted by a higher-priority job of team {by_team}")
+            }
+        }
+    }
 }
 
 /// Why a workload is not admitted: the binding constraint, checked in Kueue's order (quota
@@ -176,18 +317,29 @@ pub enum Blocker {
         need: u32,
         total: u32,
     },
-    /// Larger than the team's quota: can never be admitted without borrowing.
+    /// Larger than the team may ever hold in the pool (nominal + borrowing limit).
     LargerThanQuota {
         team: String,
         pool: String,
         need: u32,
-        nominal: u32,
+        most: u32,
     },
+    /// The team's borrowing limit binds.
+    BorrowingLimit {
+        team: String,
+        pool: String,
+        used: u32,
+        nominal: u32,
+        limit: u32,
+        need: u32,
+    },
+    /// Within the limits, but the cohort has not enough unused quota to lend.
     Quota {
         team: String,
         pool: String,
         used: u32,
         nominal: u32,
+        lendable: u32,
         need: u32,
     },
     WholeNodes {
@@ -200,9 +352,11 @@ pub enum Blocker {
         need: u32,
         most_free: u32,
     },
-    /// StrictFIFO: an earlier workload at the head blocks this one.
+    /// StrictFIFO: earlier workloads at the head block this one.
     StrictFifo {
         pool: String,
+        ahead: u32,
+        higher: u32,
     },
 }
 
@@ -210,15 +364,33 @@ impl Blocker {
     /// One plain sentence for the job page.
     pub fn sentence(&self) -> String {
         match self {
-            Blocker::LargerThanPool { pool, need, total } => format!(
-                "Needs {need} GPUs but {pool} has {total} in all: it can never be admitted"
+            Blocker::LargerThanPool { pool, need, total } => {
+                format!("Needs {need} GPUs but {pool} has {total} in all: it can never be admitted")
+            }
+            Blocker::LargerThanQuota { team, pool, need, most } => format!(
+                "Needs {need} GPUs but team {team} may hold at most {most} in {pool} (quota plus borrowing limit): it can never be admitted"
             ),
-            Blocker::LargerThanQuota { team, pool, need, nominal } => format!(
-                "Needs {need} GPUs but team {team}'s quota in {pool} is {nominal}: it can never be admitted"
-            ),
-            Blocker::Quota { team, pool, used, nominal, need } => format!(
-                "Team {team} would exceed its quota in {pool}: {used} of {nominal} GPUs in use, this job needs {need}"
-            ),
+            Blocker::BorrowingLimit { team, pool, used, nominal, limit, need } => {
+                if *limit == 0 {
+                    format!("Team {team} would exceed its quota in {pool}: {used} of {nominal} GPUs in use, this job needs {need}")
+                } else {
+                    format!(
+                        "Team {team} would exceed its quota and borrowing limit in {pool}: {used} of {nominal} + {limit} GPUs in use, this job needs {need}"
+                    )
+                }
+            }
+            Blocker::Quota { team, pool, used, nominal, lendable, need } => {
+                let over = (used + need).saturating_sub(*nominal);
+                if *used >= *nominal {
+                    format!(
+                        "Team {team} is at its quota in {pool} ({used} of {nominal} GPUs in use) and other teams' unused quota is taken: {lendable} GPUs could be borrowed, this job needs {need}"
+                    )
+                } else {
+                    format!(
+                        "Team {team} would need to borrow {over} GPUs in {pool} ({used} of {nominal} in use), but only {lendable} of other teams' quota is unused; this job needs {need}"
+                    )
+                }
+            }
             Blocker::WholeNodes { pool, need, free } => format!(
                 "Waiting for {need} whole nodes in {pool}: {} free",
                 match free {
@@ -230,9 +402,14 @@ impl Blocker {
             Blocker::NodeRoom { pool, need, most_free } => format!(
                 "Waiting for a node with {need} free GPUs in {pool}: at most {most_free} free on any node"
             ),
-            Blocker::StrictFifo { pool } => format!(
-                "Waiting behind an earlier job in {pool}, which queues in strict FIFO order"
-            ),
+            Blocker::StrictFifo { pool, ahead, higher } => {
+                let jobs = if *ahead == 1 { "1 earlier job".to_string() } else { format!("{ahead} earlier jobs") };
+                if *higher > 0 {
+                    format!("Waiting behind {jobs} in {pool} ({higher} of higher priority), which queues in strict FIFO order")
+                } else {
+                    format!("Waiting behind {jobs} in {pool}, which queues in strict FIFO order")
+                }
+            }
         }
     }
 
@@ -244,331 +421,412 @@ impl Blocker {
     }
 }
 
-/// GPUs in use per team in one pool, and the teams' nominal quotas there.
-#[derive(Clone, Debug, Default)]
-pub struct TeamUsage {
-    pub nominal: HashMap<String, u32>,
-    pub used: HashMap<String, u32>,
+/// One pool as a Kueue cohort: its nodes, its teams' quotas and what is admitted.
+#[derive(Clone, Debug)]
+pub struct Cohort {
+    pub capacity: PoolCapacity,
+    pub teams: Vec<String>,
+    pub quotas: Vec<Quota>,
+    pub used: Vec<u32>,
+    pub admitted: BTreeMap<Wid, Admitted>,
 }
 
-impl TeamUsage {
-    pub fn used(&self, team: &str) -> u32 {
-        self.used.get(team).copied().unwrap_or(0)
-    }
-
-    pub fn nominal(&self, team: &str) -> u32 {
-        self.nominal.get(team).copied().unwrap_or(0)
-    }
+/// What one admission pass decided.
+#[derive(Debug, Default)]
+pub struct Cycle {
+    pub admitted: Vec<(Wid, Placement)>,
+    pub preempted: Vec<(Wid, PreemptCause)>,
+    /// Still pending, in queue order, with why (only when reasons were asked for).
+    pub pending: Vec<(Wid, Blocker)>,
 }
 
-/// Would `c` be admitted now? `Ok` with where it would go, or the binding constraint.
-pub fn evaluate(
-    pool: &PoolCapacity,
-    usage: &TeamUsage,
-    c: &Candidate,
-) -> Result<Placement, Blocker> {
-    let total = pool.total_gpus();
-    if c.gpus > total {
-        return Err(Blocker::LargerThanPool {
-            pool: pool.name.clone(),
-            need: c.gpus,
-            total,
-        });
+#[derive(Clone, Copy, Debug)]
+pub struct CycleOptions {
+    pub preemption: bool,
+    /// Explain every workload left pending (slower: no early stop).
+    pub reasons: bool,
+}
+
+impl Cohort {
+    pub fn new(capacity: PoolCapacity) -> Self {
+        Cohort {
+            capacity,
+            teams: Vec::new(),
+            quotas: Vec::new(),
+            used: Vec::new(),
+            admitted: BTreeMap::new(),
+        }
     }
-    let nominal = usage.nominal(&c.team);
-    if c.gpus > nominal {
-        return Err(Blocker::LargerThanQuota {
-            team: c.team.clone(),
-            pool: pool.name.clone(),
-            need: c.gpus,
-            nominal,
-        });
+
+    pub fn pool(&self) -> &str {
+        &self.capacity.name
     }
-    let used = usage.used(&c.team);
-    if used + c.gpus > nominal {
-        return Err(Blocker::Quota {
-            team: c.team.clone(),
-            pool: pool.name.clone(),
-            used,
-            nominal,
-            need: c.gpus,
-        });
+
+    /// The team's index, adding it (with no quota) if it is new.
+    pub fn team(&mut self, name: &str) -> TeamIdx {
+        match self.teams.iter().position(|t| t == name) {
+            Some(i) => i,
+            None => {
+                self.teams.push(name.to_string());
+                self.quotas.push(Quota::default());
+                self.used.push(0);
+                self.teams.len() - 1
+            }
+        }
     }
-    pool.place(c.gpus).ok_or_else(|| {
-        if c.gpus > GPUS_PER_NODE {
+
+    pub fn set_quota(&mut self, team: &str, q: Quota) {
+        let i = self.team(team);
+        self.quotas[i] = q;
+    }
+
+    /// GPUs the team holds beyond its nominal quota.
+    pub fn borrowed(&self, team: TeamIdx) -> u32 {
+        self.used[team].saturating_sub(self.quotas[team].nominal)
+    }
+
+    /// The most the team could ever hold here.
+    pub fn most(&self, team: TeamIdx) -> u32 {
+        let q = self.quotas[team];
+        let lendable_by_others: u32 = (0..self.teams.len())
+            .filter(|&j| j != team)
+            .map(|j| self.quotas[j].nominal - self.quotas[j].guaranteed())
+            .sum();
+        let borrow = q
+            .borrowing_limit
+            .map_or(lendable_by_others, |l| l.min(lendable_by_others));
+        (q.nominal + borrow).min(self.capacity.total())
+    }
+
+    /// The quota check of Kueue's flavor assignment: `Ok(borrows)` or what binds.
+    pub fn quota_check(&self, team: TeamIdx, need: u32) -> Result<bool, Blocker> {
+        let q = self.quotas[team];
+        let used = self.used[team];
+        let name = || self.teams[team].clone();
+        let pool = || self.capacity.name.clone();
+        let most = self.most(team);
+        if need > most {
+            return Err(Blocker::LargerThanQuota {
+                team: name(),
+                pool: pool(),
+                need,
+                most,
+            });
+        }
+        let new_used = used + need;
+        if let Some(limit) = q.borrowing_limit {
+            if new_used > q.nominal + limit {
+                return Err(Blocker::BorrowingLimit {
+                    team: name(),
+                    pool: pool(),
+                    used,
+                    nominal: q.nominal,
+                    limit,
+                    need,
+                });
+            }
+        }
+        // Use beyond a queue's guaranteed part draws on the cohort's lendable quota.
+        let mut lendable = 0;
+        let mut drawn = 0;
+        for (j, qj) in self.quotas.iter().enumerate() {
+            let g = qj.guaranteed();
+            lendable += qj.nominal - g;
+            let u = if j == team { new_used } else { self.used[j] };
+            drawn += u.saturating_sub(g);
+        }
+        if drawn > lendable {
+            let others_unused: u32 = self
+                .quotas
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != team)
+                .map(|(j, qj)| {
+                    (qj.nominal - qj.guaranteed())
+                        .saturating_sub(self.used[j].saturating_sub(qj.guaranteed()))
+                })
+                .sum::<u32>()
+                .saturating_sub(self.borrowed(team));
+            return Err(Blocker::Quota {
+                team: name(),
+                pool: pool(),
+                used,
+                nominal: q.nominal,
+                lendable: others_unused,
+                need,
+            });
+        }
+        Ok(new_used > q.nominal)
+    }
+
+    fn capacity_blocker(&self, need: u32) -> Blocker {
+        let pool = self.capacity.name.clone();
+        if need > self.capacity.per_node {
             Blocker::WholeNodes {
-                pool: pool.name.clone(),
-                need: c.gpus.div_ceil(GPUS_PER_NODE),
-                free: pool.free_whole_nodes(),
+                pool,
+                need: need.div_ceil(self.capacity.per_node),
+                free: self.capacity.free_whole_nodes(),
             }
         } else {
             Blocker::NodeRoom {
-                pool: pool.name.clone(),
-                need: c.gpus,
-                most_free: pool.nodes.iter().map(|n| n.free).max().unwrap_or(0),
-            }
-        }
-    })
-}
-
-/// What one admission pass over a pool decided.
-#[derive(Debug, Default)]
-pub struct Cycle {
-    pub admitted: Vec<(String, Placement)>,
-    /// Still pending, in queue order: id and why.
-    pub pending: Vec<(String, Blocker)>,
-}
-
-/// One admission pass: walk the pending workloads in queue order and admit every one that
-/// fits, allocating as it goes. Under StrictFIFO the first that does not fit stops the pass.
-pub fn admission_cycle(
-    pool: &mut PoolCapacity,
-    usage: &mut TeamUsage,
-    pending: &[Candidate],
-) -> Cycle {
-    let mut order: Vec<&Candidate> = pending.iter().collect();
-    order.sort_by(|a, b| queue_order(a, b));
-    let mut cycle = Cycle::default();
-    let mut blocked_head = false;
-    for c in order {
-        if blocked_head {
-            cycle.pending.push((
-                c.id.clone(),
-                Blocker::StrictFifo {
-                    pool: pool.name.clone(),
-                },
-            ));
-            continue;
-        }
-        match evaluate(pool, usage, c) {
-            Ok(p) => {
-                pool.allocate(&p);
-                *usage.used.entry(c.team.clone()).or_default() += c.gpus;
-                cycle.admitted.push((c.id.clone(), p));
-            }
-            Err(b) => {
-                if pool.strategy == QueueingStrategy::StrictFifo {
-                    blocked_head = true;
-                }
-                cycle.pending.push((c.id.clone(), b));
+                pool,
+                need,
+                most_free: self
+                    .capacity
+                    .nodes
+                    .iter()
+                    .map(|n| n.free)
+                    .max()
+                    .unwrap_or(0),
             }
         }
     }
-    cycle
+
+    /// Would `c` be admitted now, without preempting anything?
+    pub fn evaluate(&self, c: &Candidate) -> Result<Placement, Blocker> {
+        let total = self.capacity.total();
+        if c.gpus > total {
+            return Err(Blocker::LargerThanPool {
+                pool: self.capacity.name.clone(),
+                need: c.gpus,
+                total,
+            });
+        }
+        self.quota_check(c.team, c.gpus)?;
+        self.capacity
+            .place(c.gpus)
+            .ok_or_else(|| self.capacity_blocker(c.gpus))
+    }
+
+    pub fn admit(&mut self, c: &Candidate, placement: Placement, at: DateTime<Utc>) {
+        self.capacity.allocate(&placement);
+        self.used[c.team] += c.gpus;
+        self.admitted.insert(
+            c.id,
+            Admitted {
+                id: c.id,
+                team: c.team,
+                gpus: c.gpus,
+                priority: c.priority,
+                submitted_at: c.submitted_at,
+                admitted_at: at,
+                placement,
+            },
+        );
+    }
+
+    pub fn release(&mut self, id: Wid) -> Option<Admitted> {
+        let a = self.admitted.remove(&id)?;
+        self.capacity.release(&a.placement);
+        self.used[a.team] -= a.gpus;
+        Some(a)
+    }
+
+    /// The victims that would let `c` in, in Kueue's candidate order, or `None`.
+    pub fn find_preemption(&self, c: &Candidate) -> Option<(Vec<(Wid, PreemptCause)>, Placement)> {
+        let q = self.quotas[c.team];
+        // reclaimWithinCohort applies when the preemptor fits within its nominal quota.
+        let can_reclaim = self.used[c.team] + c.gpus <= q.nominal;
+        let mut candidates: Vec<&Admitted> = self
+            .admitted
+            .values()
+            .filter(|a| {
+                (a.team == c.team && a.priority < c.priority)
+                    || (can_reclaim
+                        && a.team != c.team
+                        && self.used[a.team] > self.quotas[a.team].nominal)
+            })
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        candidates.sort_by(|a, b| {
+            (a.team == c.team)
+                .cmp(&(b.team == c.team))
+                .then(a.priority.cmp(&b.priority))
+                .then(b.admitted_at.cmp(&a.admitted_at))
+                .then(b.id.cmp(&a.id))
+        });
+        let mut scratch = Cohort {
+            capacity: self.capacity.clone(),
+            teams: Vec::new(),
+            quotas: self.quotas.clone(),
+            used: self.used.clone(),
+            admitted: BTreeMap::new(),
+        };
+        scratch.teams.clone_from(&self.teams);
+        let by_team = self.teams[c.team].clone();
+        let mut victims = Vec::new();
+        for a in candidates {
+            let cause = if a.team == c.team {
+                PreemptCause::Priority {
+                    by_team: by_team.clone(),
+                }
+            } else {
+                if scratch.used[a.team] <= scratch.quotas[a.team].nominal {
+                    continue; // that team is back within its quota
+                }
+                PreemptCause::Reclaim {
+                    by_team: by_team.clone(),
+                }
+            };
+            scratch.capacity.release(&a.placement);
+            scratch.used[a.team] -= a.gpus;
+            victims.push((a.id, cause));
+            if let Ok(p) = scratch.evaluate(c) {
+                return Some((victims, p));
+            }
+        }
+        None
+    }
+
+    /// One admission pass over `queue` (in queue order) at time `at`.
+    pub fn cycle(&mut self, queue: &Queue, at: DateTime<Utc>, opts: CycleOptions) -> Cycle {
+        let mut out = Cycle::default();
+        let strict = self.capacity.strategy == QueueingStrategy::StrictFifo;
+        let min_sizes = queue.min_sizes();
+        // Per team: the smallest request that failed this pass. Quota and room only shrink
+        // during a pass and the queue runs by falling priority, so any later request of the
+        // team at least that large fails too.
+        let mut failed: Vec<u32> = vec![u32::MAX; self.teams.len()];
+        let mut ahead = 0u32;
+        let mut run = 0u32;
+        let mut last_priority = None;
+        let mut blocked = false;
+        for c in queue.iter() {
+            if blocked {
+                if !opts.reasons {
+                    break;
+                }
+                if last_priority != Some(c.priority) {
+                    run = 0;
+                    last_priority = Some(c.priority);
+                }
+                let higher = ahead - run;
+                out.pending.push((
+                    c.id,
+                    Blocker::StrictFifo {
+                        pool: self.capacity.name.clone(),
+                        ahead,
+                        higher,
+                    },
+                ));
+                ahead += 1;
+                run += 1;
+                continue;
+            }
+            if c.team < failed.len() && c.gpus >= failed[c.team] {
+                if opts.reasons {
+                    let b = self
+                        .evaluate(c)
+                        .err()
+                        .unwrap_or_else(|| self.capacity_blocker(c.gpus));
+                    out.pending.push((c.id, b));
+                }
+                continue;
+            }
+            let result = match self.evaluate(c) {
+                Ok(p) => Ok((Vec::new(), p)),
+                Err(b) if opts.preemption && !b.is_permanent() => self.find_preemption(c).ok_or(b),
+                Err(b) => Err(b),
+            };
+            match result {
+                Ok((victims, p)) => {
+                    let preempted = !victims.is_empty();
+                    for (id, cause) in victims {
+                        self.release(id);
+                        out.preempted.push((id, cause));
+                    }
+                    self.admit(c, p.clone(), at);
+                    out.admitted.push((c.id, p));
+                    if preempted {
+                        failed.iter_mut().for_each(|f| *f = u32::MAX);
+                    }
+                }
+                Err(b) => {
+                    if c.team < failed.len() {
+                        failed[c.team] = c.gpus;
+                    }
+                    if opts.reasons {
+                        out.pending.push((c.id, b));
+                    }
+                    if strict {
+                        blocked = true;
+                        last_priority = Some(c.priority);
+                        ahead = 1;
+                        run = 1;
+                    }
+                    // Nothing left can fit once every waiting team is blocked at its smallest request.
+                    if !opts.reasons
+                        && min_sizes
+                            .iter()
+                            .enumerate()
+                            .all(|(t, &m)| m == u32::MAX || failed.get(t).is_some_and(|&f| f <= m))
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// When each pending workload would be admitted if nothing new arrived: running workloads end
+/// at their max runtime, pending ones are admitted in order by the same rules (without
+/// preemption, an approximation stated on the page: "about"). Workloads not admitted within
+/// `horizon` get no estimate.
+pub fn forecast(
+    cohort: &Cohort,
+    queue: &Queue,
+    ends: &HashMap<Wid, DateTime<Utc>>,
+    runtimes: &HashMap<Wid, i64>,
+    now: DateTime<Utc>,
+    horizon: chrono::Duration,
+) -> HashMap<Wid, DateTime<Utc>> {
+    use std::collections::BinaryHeap;
+    let mut co = cohort.clone();
+    let mut queue = queue.clone();
+    let mut eta = HashMap::new();
+    let mut heap: BinaryHeap<Reverse<(DateTime<Utc>, Wid)>> = co
+        .admitted
+        .keys()
+        .map(|id| Reverse((ends.get(id).copied().unwrap_or(now).max(now), *id)))
+        .collect();
+    let limit = now + horizon;
+    let opts = CycleOptions {
+        preemption: false,
+        reasons: false,
+    };
+    let mut t = now;
+    loop {
+        let cycle = co.cycle(&queue, t, opts);
+        for (id, _) in cycle.admitted {
+            queue.remove(id);
+            eta.insert(id, t);
+            let run = runtimes.get(&id).copied().unwrap_or(0).max(1);
+            heap.push(Reverse((t + chrono::Duration::seconds(run), id)));
+        }
+        if queue.is_empty() {
+            break;
+        }
+        let Some(Reverse((next, _))) = heap.peek().copied() else {
+            break;
+        };
+        if next > limit {
+            break;
+        }
+        t = next;
+        while let Some(Reverse((when, id))) = heap.peek().copied() {
+            if when > t {
+                break;
+            }
+            heap.pop();
+            co.release(id);
+        }
+    }
+    eta
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use chrono::TimeZone;
-
-    /// Builder-style fixture: a pool, quotas, usage and a queue.
-    struct Scenario {
-        pool: PoolCapacity,
-        usage: TeamUsage,
-        queue: Vec<Candidate>,
-        minute: i64,
-    }
-
-    impl Scenario {
-        fn pool(nodes: usize) -> Self {
-            Scenario {
-                pool: PoolCapacity::new("hgx-h100", nodes),
-                usage: TeamUsage::default(),
-                queue: Vec::new(),
-                minute: 0,
-            }
-        }
-        fn strict(mut self) -> Self {
-            self.pool.strategy = QueueingStrategy::StrictFifo;
-            self
-        }
-        fn quota(mut self, team: &str, gpus: u32) -> Self {
-            self.usage.nominal.insert(team.into(), gpus);
-            self
-        }
-        /// A job already admitted and running.
-        fn running(mut self, team: &str, gpus: u32) -> Self {
-            let p = self.pool.place(gpus).expect("fixture job must fit");
-            self.pool.allocate(&p);
-            *self.usage.used.entry(team.into()).or_default() += gpus;
-            self
-        }
-        fn queued(self, id: &str, team: &str, gpus: u32) -> Self {
-            self.queued_with(id, team, gpus, Priority::Normal)
-        }
-        fn queued_with(mut self, id: &str, team: &str, gpus: u32, priority: Priority) -> Self {
-            self.minute += 1;
-            self.queue.push(Candidate {
-                id: id.into(),
-                team: team.into(),
-                gpus,
-                priority,
-                submitted_at: Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
-                    + chrono::Duration::minutes(self.minute),
-            });
-            self
-        }
-        fn cycle(mut self) -> (Cycle, PoolCapacity) {
-            let c = admission_cycle(&mut self.pool, &mut self.usage, &self.queue);
-            (c, self.pool)
-        }
-    }
-
-    fn ids(c: &Cycle) -> Vec<&str> {
-        c.admitted.iter().map(|(id, _)| id.as_str()).collect()
-    }
-
-    #[test]
-    fn gang_is_all_or_nothing_on_whole_nodes() {
-        // 4 nodes, one GPU taken on each: 28 GPUs free but no whole node, so a 16-GPU gang waits.
-        let mut s = Scenario::pool(4).quota("nlp", 64).quota("vision", 64);
-        for _ in 0..4 {
-            s = s.running("vision", 1);
-        }
-        // best fit packs the four 1-GPU jobs onto one node, so spread them by hand
-        for n in &mut s.pool.nodes {
-            n.free = 7;
-        }
-        let (c, pool) = s.queued("big", "nlp", 16).cycle();
-        assert!(c.admitted.is_empty());
-        assert_eq!(pool.free_gpus(), 28, "nothing partially allocated");
-        assert_eq!(
-            c.pending[0].1,
-            Blocker::WholeNodes {
-                pool: "hgx-h100".into(),
-                need: 2,
-                free: 0
-            }
-        );
-        assert_eq!(
-            c.pending[0].1.sentence(),
-            "Waiting for 2 whole nodes in hgx-h100: none is free"
-        );
-    }
-
-    #[test]
-    fn gang_takes_whole_free_nodes() {
-        let (c, pool) = Scenario::pool(4)
-            .quota("nlp", 64)
-            .running("nlp", 4)
-            .queued("a", "nlp", 16)
-            .cycle();
-        assert_eq!(ids(&c), ["a"]);
-        let p = &c.admitted[0].1;
-        assert_eq!(p.0.len(), 2);
-        assert!(p.0.iter().all(|&(_, g)| g == 8));
-        assert_eq!(pool.free_whole_nodes(), 1);
-    }
-
-    #[test]
-    fn small_jobs_pack_onto_the_fullest_node() {
-        let (c, pool) = Scenario::pool(2)
-            .quota("nlp", 16)
-            .running("nlp", 4)
-            .queued("a", "nlp", 4)
-            .cycle();
-        assert_eq!(ids(&c), ["a"]);
-        assert_eq!(pool.free_whole_nodes(), 1, "the second node stays whole");
-    }
-
-    #[test]
-    fn quota_binds_before_capacity() {
-        let (c, _) = Scenario::pool(16)
-            .quota("nlp", 64)
-            .running("nlp", 56)
-            .queued("a", "nlp", 16)
-            .cycle();
-        assert!(c.admitted.is_empty());
-        assert_eq!(
-            c.pending[0].1.sentence(),
-            "Team nlp would exceed its quota in hgx-h100: 56 of 64 GPUs in use, this job needs 16"
-        );
-    }
-
-    #[test]
-    fn priority_then_fifo() {
-        // Room for one 8-GPU job: the high-priority one wins though it came last.
-        let (c, _) = Scenario::pool(1)
-            .quota("nlp", 64)
-            .queued("first", "nlp", 8)
-            .queued("second", "nlp", 8)
-            .queued_with("urgent", "nlp", 8, Priority::High)
-            .cycle();
-        assert_eq!(ids(&c), ["urgent"]);
-        let pending: Vec<&str> = c.pending.iter().map(|(id, _)| id.as_str()).collect();
-        assert_eq!(pending, ["first", "second"], "FIFO among equals");
-    }
-
-    #[test]
-    fn best_effort_fifo_lets_a_later_job_that_fits_go_first() {
-        let (c, _) = Scenario::pool(2)
-            .quota("nlp", 64)
-            .running("nlp", 4)
-            .queued("big", "nlp", 16)
-            .queued("small", "nlp", 4)
-            .cycle();
-        assert_eq!(ids(&c), ["small"]);
-        assert_eq!(c.pending[0].0, "big");
-    }
-
-    #[test]
-    fn strict_fifo_blocks_behind_the_head() {
-        let (c, _) = Scenario::pool(2)
-            .strict()
-            .quota("nlp", 64)
-            .running("nlp", 4)
-            .queued("big", "nlp", 16)
-            .queued("small", "nlp", 4)
-            .cycle();
-        assert!(c.admitted.is_empty());
-        assert_eq!(
-            c.pending[1].1,
-            Blocker::StrictFifo {
-                pool: "hgx-h100".into()
-            }
-        );
-    }
-
-    #[test]
-    fn one_team_at_quota_does_not_block_another() {
-        let (c, _) = Scenario::pool(16)
-            .quota("nlp", 64)
-            .quota("vision", 32)
-            .running("nlp", 64)
-            .queued("nlp-job", "nlp", 8)
-            .queued("vision-job", "vision", 8)
-            .cycle();
-        assert_eq!(ids(&c), ["vision-job"]);
-    }
-
-    #[test]
-    fn never_admissible_gangs_say_so() {
-        let (c, _) = Scenario::pool(2)
-            .quota("nlp", 64)
-            .queued("huge", "nlp", 32)
-            .cycle();
-        assert!(c.pending[0].1.is_permanent());
-        assert_eq!(
-            c.pending[0].1.sentence(),
-            "Needs 32 GPUs but hgx-h100 has 16 in all: it can never be admitted"
-        );
-        let (c, _) = Scenario::pool(16)
-            .quota("nlp", 16)
-            .queued("big", "nlp", 32)
-            .cycle();
-        assert!(matches!(c.pending[0].1, Blocker::LargerThanQuota { .. }));
-    }
-
-    #[test]
-    fn single_node_jobs_need_room_on_one_node() {
-        let mut s = Scenario::pool(2).quota("nlp", 64);
-        s.pool.nodes[0].free = 2;
-        s.pool.nodes[1].free = 3;
-        let (c, _) = s.queued("four", "nlp", 4).cycle();
-        assert_eq!(
-            c.pending[0].1.sentence(),
-            "Waiting for a node with 4 free GPUs in hgx-h100: at most 3 free on any node"
-        );
-    }
-}
+mod tests;

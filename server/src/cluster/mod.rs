@@ -74,6 +74,10 @@ pub enum Change {
     Cancelled {
         reason: String,
     },
+    /// Evicted to make room (Kueue `Evicted` with reason `Preempted`); queued again.
+    Preempted {
+        reason: String,
+    },
 }
 
 /// A queued workload as Kueue's visibility API lists it, plus the reason from its
@@ -83,11 +87,35 @@ pub struct PendingWorkload {
     pub job_id: String,
     pub team: String,
     pub gpus: u32,
+    pub priority: Priority,
+    pub submitted_at: DateTime<Utc>,
     /// 1-based rank among the pending workloads of the pool.
     pub position_in_pool: u32,
     /// 1-based rank among the pending workloads of the same team in the pool.
     pub position_in_team: u32,
     pub reason: String,
+    /// When it would be admitted if nothing new arrived; `None` when that cannot be bounded.
+    pub eta: Option<DateTime<Utc>>,
+}
+
+/// A team's ClusterQueue quota in a pool, in GPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QuotaSpec {
+    pub nominal: u32,
+    /// `None`: may borrow any unused quota of the cohort.
+    pub borrowing_limit: Option<u32>,
+    /// `None`: lends all of its unused nominal quota.
+    pub lending_limit: Option<u32>,
+}
+
+/// A team's use of a pool.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TeamUse {
+    pub team: String,
+    pub quota: QuotaSpec,
+    pub used: u32,
+    /// GPUs held beyond the nominal quota.
+    pub borrowed: u32,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -99,8 +127,7 @@ pub struct PoolStatus {
     pub gpus_allocated: u32,
     pub free_nodes: u32,
     pub pending: u32,
-    /// GPUs admitted per team.
-    pub used_by_team: Vec<(String, u32)>,
+    pub teams: Vec<TeamUse>,
 }
 
 /// What the cluster would do with a workload submitted now.
@@ -111,6 +138,7 @@ pub struct Admissibility {
     pub reason: Option<String>,
     /// The workload could never be admitted (larger than the pool or the quota).
     pub never: bool,
+    pub eta: Option<DateTime<Utc>>,
 }
 
 /// Where a known workload stands, for reconciling after a restart.
@@ -128,8 +156,8 @@ pub enum WorkloadPhase {
 pub trait Cluster: Send + Sync + 'static {
     /// The cluster's clock: the sim's may run faster than real time.
     fn now(&self) -> DateTime<Utc>;
-    /// Sets a team's nominal GPU quota in a pool (a ClusterQueue's flavor quota).
-    async fn set_quota(&self, team: &str, pool: &str, nominal_gpus: u32) -> Result<()>;
+    /// Sets a team's GPU quota in a pool (a ClusterQueue's flavor quota).
+    async fn set_quota(&self, team: &str, pool: &str, quota: QuotaSpec) -> Result<()>;
     /// Submits a workload; submitting one the cluster already has changes nothing.
     async fn submit(&self, w: WorkloadSpec) -> Result<()>;
     /// Removes a workload and frees what it holds; unknown ids are ignored.

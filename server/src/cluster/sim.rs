@@ -1,21 +1,27 @@
-//! The in-process `sim` cluster: simulated HGX pools that admit workloads with the rules in
-//! [`super::admission`] (Kueue's), start them after a short start-up, and finish them as
-//! `succeeded` when their max runtime has elapsed on the cluster clock.
+//! The in-process `sim` cluster: simulated HGX pools (one Kueue cohort each) that admit,
+//! borrow and preempt with the rules in [`super::admission`], start workloads after a short
+//! start-up, and finish them as `succeeded` when their max runtime has elapsed on the clock.
 //!
 //! The sim keeps no storage of its own: on start it is rebuilt from the database
 //! ([`SimCluster::restore`]), which stands in for the etcd of a real cluster.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use tokio::sync::mpsc;
 
-use super::admission::{admission_cycle, Candidate, Placement, PoolCapacity, TeamUsage};
+use super::admission::{
+    forecast, Blocker, Candidate, Cohort, CycleOptions, PoolCapacity, Queue, Quota, Wid,
+};
 use super::*;
 use crate::clock::Clock;
+use app::model::GPUS_PER_NODE;
+
+/// How far ahead an ETA is looked for before saying "no estimate".
+pub const ETA_HORIZON_DAYS: i64 = 30;
 
 pub struct SimCluster {
     clock: Clock,
@@ -26,27 +32,19 @@ pub struct SimCluster {
     seq: AtomicU64,
 }
 
+/// Everything the sim knows, behind one lock.
 #[derive(Default)]
-struct SimState {
-    pools: BTreeMap<String, PoolCapacity>,
+pub struct SimState {
+    cohorts: BTreeMap<String, Cohort>,
+    queues: BTreeMap<String, Queue>,
     gpu_models: HashMap<String, String>,
-    /// (team, pool) → nominal GPUs.
-    quotas: HashMap<(String, String), u32>,
-    pending: HashMap<String, WorkloadSpec>,
-    admitted: HashMap<String, AdmittedWorkload>,
-}
-
-struct AdmittedWorkload {
-    spec: WorkloadSpec,
-    at: DateTime<Utc>,
-    placement: Placement,
-    running: bool,
-}
-
-impl AdmittedWorkload {
-    fn ends_at(&self) -> DateTime<Utc> {
-        self.at + Duration::seconds(self.spec.max_runtime_s as i64)
-    }
+    specs: HashMap<Wid, WorkloadSpec>,
+    wids: HashMap<String, Wid>,
+    next_wid: Wid,
+    /// Admitted workloads whose pods run.
+    running: HashSet<Wid>,
+    /// Each pool's queue view (positions, reasons, ETAs), recomputed after a change.
+    views: HashMap<String, Arc<Vec<PendingWorkload>>>,
 }
 
 type Pending = (String, String, DateTime<Utc>, Change);
@@ -59,19 +57,381 @@ pub struct RestoredWorkload {
     pub running: bool,
 }
 
+impl SimState {
+    pub fn new(pools: &[PoolSpec], per_node: u32) -> Self {
+        let mut st = SimState::default();
+        for p in pools {
+            let mut cap = PoolCapacity::new(&p.name, p.nodes as usize, per_node);
+            cap.strategy = p.strategy;
+            st.cohorts.insert(p.name.clone(), Cohort::new(cap));
+            st.queues.insert(p.name.clone(), Queue::default());
+            st.gpu_models.insert(p.name.clone(), p.gpu_model.clone());
+        }
+        st
+    }
+
+    pub fn set_quota(&mut self, team: &str, pool: &str, q: QuotaSpec) -> Result<()> {
+        let co = self
+            .cohorts
+            .get_mut(pool)
+            .ok_or_else(|| ClusterError::UnknownPool(pool.to_string()))?;
+        co.set_quota(
+            team,
+            Quota {
+                nominal: q.nominal,
+                borrowing_limit: q.borrowing_limit,
+                lending_limit: q.lending_limit,
+            },
+        );
+        self.views.clear();
+        Ok(())
+    }
+
+    fn candidate(&mut self, wid: Wid) -> Candidate {
+        let spec = &self.specs[&wid];
+        let co = self
+            .cohorts
+            .get_mut(&spec.pool)
+            .expect("pool of a known workload");
+        Candidate {
+            id: wid,
+            team: co.team(&spec.team),
+            gpus: spec.gpus,
+            priority: spec.priority.value(),
+            submitted_at: spec.submitted_at,
+        }
+    }
+
+    /// Adds a pending workload; false if it was known already.
+    pub fn enqueue(&mut self, w: WorkloadSpec) -> Result<bool> {
+        if !self.cohorts.contains_key(&w.pool) {
+            return Err(ClusterError::UnknownPool(w.pool.clone()));
+        }
+        if self.wids.contains_key(&w.job_id) {
+            return Ok(false);
+        }
+        self.next_wid += 1;
+        let wid = self.next_wid;
+        self.wids.insert(w.job_id.clone(), wid);
+        let pool = w.pool.clone();
+        self.specs.insert(wid, w);
+        let c = self.candidate(wid);
+        self.queues.get_mut(&pool).expect("queue of a pool").push(c);
+        self.views.clear();
+        Ok(true)
+    }
+
+    fn ends_at(&self, wid: Wid, admitted_at: DateTime<Utc>) -> DateTime<Utc> {
+        admitted_at + Duration::seconds(self.specs[&wid].max_runtime_s as i64)
+    }
+
+    /// Starts and finishes what is due up to `target`, in time order, with an admission pass
+    /// after each change.
+    pub fn step(&mut self, target: DateTime<Utc>, startup: Duration, out: &mut Vec<Pending>) {
+        loop {
+            let mut next: Option<DateTime<Utc>> = None;
+            for co in self.cohorts.values() {
+                for a in co.admitted.values() {
+                    let end = self.ends_at(a.id, a.admitted_at);
+                    let t = if self.running.contains(&a.id) {
+                        end
+                    } else {
+                        (a.admitted_at + startup).min(end)
+                    };
+                    next = Some(next.map_or(t, |n| n.min(t)));
+                }
+            }
+            let Some(t) = next.filter(|t| *t <= target) else {
+                break;
+            };
+            let mut started = Vec::new();
+            let mut finished = Vec::new();
+            for co in self.cohorts.values() {
+                for a in co.admitted.values() {
+                    let end = self.ends_at(a.id, a.admitted_at);
+                    if !self.running.contains(&a.id) && a.admitted_at + startup <= t && end > t {
+                        started.push(a.id);
+                    }
+                    if end <= t {
+                        finished.push((co.pool().to_string(), a.id, end));
+                    }
+                }
+            }
+            for wid in started {
+                self.running.insert(wid);
+                let spec = &self.specs[&wid];
+                out.push((spec.job_id.clone(), spec.pool.clone(), t, Change::Running));
+            }
+            for (pool, wid, end) in finished {
+                self.cohorts.get_mut(&pool).expect("pool").release(wid);
+                self.running.remove(&wid);
+                let spec = self.specs.remove(&wid).expect("finished workload is known");
+                self.wids.remove(&spec.job_id);
+                let reason = format!(
+                    "Completed after {} (the sim ends jobs at their max runtime)",
+                    app::format::duration(spec.max_runtime_s as i64)
+                );
+                out.push((spec.job_id, pool, end, Change::Succeeded { reason }));
+            }
+            self.views.clear();
+            self.cycle(t, out);
+        }
+    }
+
+    /// One admission pass, with preemption, over every pool at time `at`.
+    pub fn cycle(&mut self, at: DateTime<Utc>, out: &mut Vec<Pending>) {
+        let opts = CycleOptions {
+            preemption: true,
+            reasons: false,
+        };
+        for (pool, co) in self.cohorts.iter_mut() {
+            let queue = self.queues.get_mut(pool).expect("queue of a pool");
+            if queue.is_empty() {
+                continue;
+            }
+            let cycle = co.cycle(queue, at, opts);
+            if cycle.admitted.is_empty() && cycle.preempted.is_empty() {
+                continue;
+            }
+            self.views.clear();
+            for (wid, cause) in cycle.preempted {
+                self.running.remove(&wid);
+                let spec = &self.specs[&wid];
+                out.push((
+                    spec.job_id.clone(),
+                    pool.clone(),
+                    at,
+                    Change::Preempted {
+                        reason: cause.sentence(),
+                    },
+                ));
+                // Back in the queue with its original submission time.
+                queue.push(Candidate {
+                    id: wid,
+                    team: co.team(&spec.team),
+                    gpus: spec.gpus,
+                    priority: spec.priority.value(),
+                    submitted_at: spec.submitted_at,
+                });
+            }
+            for (wid, placement) in cycle.admitted {
+                queue.remove(wid);
+                let nodes = co.capacity.node_names(&placement);
+                out.push((
+                    self.specs[&wid].job_id.clone(),
+                    pool.clone(),
+                    at,
+                    Change::Admitted { nodes },
+                ));
+            }
+        }
+    }
+
+    /// Removes a workload wherever it is; its pool if it was known.
+    pub fn remove(&mut self, job_id: &str) -> Option<String> {
+        let wid = self.wids.remove(job_id)?;
+        let spec = self.specs.remove(&wid)?;
+        if let Some(q) = self.queues.get_mut(&spec.pool) {
+            q.remove(wid);
+        }
+        if let Some(co) = self.cohorts.get_mut(&spec.pool) {
+            co.release(wid);
+        }
+        self.running.remove(&wid);
+        self.views.clear();
+        Some(spec.pool)
+    }
+
+    /// The pending workloads of a pool, in order, with why each waits and when it would start.
+    pub fn view(&mut self, pool: &str, now: DateTime<Utc>) -> Result<Arc<Vec<PendingWorkload>>> {
+        if let Some(v) = self.views.get(pool) {
+            return Ok(v.clone());
+        }
+        let co = self
+            .cohorts
+            .get(pool)
+            .ok_or_else(|| ClusterError::UnknownPool(pool.to_string()))?;
+        let queue = &self.queues[pool];
+        // A dry pass over the present state explains every pending workload (the last real
+        // pass admitted all it could, so this one admits nothing).
+        let mut dry = co.clone();
+        let cycle = dry.cycle(
+            queue,
+            now,
+            CycleOptions {
+                preemption: false,
+                reasons: true,
+            },
+        );
+        let ends: HashMap<Wid, DateTime<Utc>> = co
+            .admitted
+            .values()
+            .map(|a| (a.id, self.ends_at(a.id, a.admitted_at)))
+            .collect();
+        let runtimes: HashMap<Wid, i64> = queue
+            .iter()
+            .map(|c| (c.id, self.specs[&c.id].max_runtime_s as i64))
+            .collect();
+        let eta = forecast(
+            co,
+            queue,
+            &ends,
+            &runtimes,
+            now,
+            Duration::days(ETA_HORIZON_DAYS),
+        );
+        let mut per_team: HashMap<&str, u32> = HashMap::new();
+        let reasons: HashMap<Wid, Blocker> = cycle.pending.into_iter().collect();
+        let mut list = Vec::with_capacity(queue.len());
+        for (pos, c) in queue.iter().enumerate() {
+            let spec = &self.specs[&c.id];
+            let team_pos = per_team.entry(spec.team.as_str()).or_default();
+            *team_pos += 1;
+            let blocker = reasons.get(&c.id);
+            list.push(PendingWorkload {
+                job_id: spec.job_id.clone(),
+                team: spec.team.clone(),
+                gpus: spec.gpus,
+                priority: spec.priority,
+                submitted_at: spec.submitted_at,
+                position_in_pool: pos as u32 + 1,
+                position_in_team: *team_pos,
+                reason: blocker.map_or_else(|| "Being admitted".to_string(), Blocker::sentence),
+                eta: if blocker.is_some_and(Blocker::is_permanent) {
+                    None
+                } else {
+                    eta.get(&c.id).copied()
+                },
+            });
+        }
+        let view = Arc::new(list);
+        self.views.insert(pool.to_string(), view.clone());
+        Ok(view)
+    }
+
+    pub fn pools(&self) -> Vec<PoolStatus> {
+        self.cohorts
+            .values()
+            .map(|co| {
+                let teams = co
+                    .teams
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| TeamUse {
+                        team: t.clone(),
+                        quota: QuotaSpec {
+                            nominal: co.quotas[i].nominal,
+                            borrowing_limit: co.quotas[i].borrowing_limit,
+                            lending_limit: co.quotas[i].lending_limit,
+                        },
+                        used: co.used[i],
+                        borrowed: co.borrowed(i),
+                    })
+                    .collect();
+                PoolStatus {
+                    name: co.pool().to_string(),
+                    gpu_model: self.gpu_models.get(co.pool()).cloned().unwrap_or_default(),
+                    nodes: co.capacity.nodes.len() as u32,
+                    gpus_total: co.capacity.total(),
+                    gpus_allocated: co.capacity.total() - co.capacity.free(),
+                    free_nodes: co.capacity.free_whole_nodes(),
+                    pending: self.queues[co.pool()].len() as u32,
+                    teams,
+                }
+            })
+            .collect()
+    }
+
+    /// What a workload submitted now would meet.
+    pub fn check(&mut self, w: &WorkloadSpec, now: DateTime<Utc>) -> Result<Admissibility> {
+        let co = self
+            .cohorts
+            .get(&w.pool)
+            .ok_or_else(|| ClusterError::UnknownPool(w.pool.clone()))?;
+        let mut co = co.clone();
+        let mut queue = self.queues[&w.pool].clone();
+        let probe = Wid::MAX;
+        // The probe sorts after every real workload of its priority, as a new launch would.
+        let latest = queue
+            .iter()
+            .map(|c| c.submitted_at)
+            .max()
+            .unwrap_or(now)
+            .max(now);
+        queue.push(Candidate {
+            id: probe,
+            team: co.team(&w.team),
+            gpus: w.gpus,
+            priority: w.priority.value(),
+            submitted_at: latest,
+        });
+        let mut dry = co.clone();
+        let cycle = dry.cycle(
+            &queue,
+            now,
+            CycleOptions {
+                preemption: true,
+                reasons: true,
+            },
+        );
+        if cycle.admitted.iter().any(|(id, _)| *id == probe) {
+            return Ok(Admissibility {
+                fits_now: true,
+                ahead: 0,
+                reason: None,
+                never: false,
+                eta: Some(now),
+            });
+        }
+        let pos = cycle
+            .pending
+            .iter()
+            .position(|(id, _)| *id == probe)
+            .unwrap_or(0);
+        let blocker = cycle.pending.get(pos).map(|(_, b)| b.clone());
+        let ahead = queue.iter().take_while(|c| c.id != probe).count() as u32;
+        let never = blocker.as_ref().is_some_and(Blocker::is_permanent);
+        let ends: HashMap<Wid, DateTime<Utc>> = co
+            .admitted
+            .values()
+            .map(|a| (a.id, self.ends_at(a.id, a.admitted_at)))
+            .collect();
+        let mut runtimes: HashMap<Wid, i64> = queue
+            .iter()
+            .filter(|c| c.id != probe)
+            .map(|c| (c.id, self.specs[&c.id].max_runtime_s as i64))
+            .collect();
+        runtimes.insert(probe, w.max_runtime_s as i64);
+        let eta = if never {
+            None
+        } else {
+            forecast(
+                &co,
+                &queue,
+                &ends,
+                &runtimes,
+                now,
+                Duration::days(ETA_HORIZON_DAYS),
+            )
+            .get(&probe)
+            .copied()
+        };
+        Ok(Admissibility {
+            fits_now: false,
+            ahead,
+            reason: blocker.map(|b| b.sentence()),
+            never,
+            eta,
+        })
+    }
+}
+
 impl SimCluster {
     pub fn new(clock: Clock, startup_s: u64, pools: &[PoolSpec]) -> Self {
-        let mut state = SimState::default();
-        for p in pools {
-            let mut cap = PoolCapacity::new(&p.name, p.nodes as usize);
-            cap.strategy = p.strategy;
-            state.pools.insert(p.name.clone(), cap);
-            state.gpu_models.insert(p.name.clone(), p.gpu_model.clone());
-        }
         SimCluster {
             clock,
             startup: Duration::seconds(startup_s as i64),
-            state: Mutex::new(state),
+            state: Mutex::new(SimState::new(pools, GPUS_PER_NODE)),
             subscribers: Mutex::new(Vec::new()),
             seq: AtomicU64::new(0),
         }
@@ -81,56 +441,68 @@ impl SimCluster {
         self.clock.is_manual()
     }
 
+    /// Runs `f` on the state at the clock's present, then sends what changed.
+    fn with_state<T>(
+        &self,
+        f: impl FnOnce(&mut SimState, DateTime<Utc>, &mut Vec<Pending>) -> T,
+    ) -> T {
+        let mut out = Vec::new();
+        let mut st = self.state.lock().expect("sim lock");
+        let now = self.clock.now();
+        st.step(now, self.startup, &mut out);
+        let r = f(&mut st, now, &mut out);
+        self.emit(out);
+        r
+    }
+
     /// Puts back what the database says the cluster held: admitted jobs on their nodes,
     /// queued jobs in the queue with their original submission times. Then one admission pass.
     pub fn restore(&self, admitted: Vec<RestoredWorkload>, queued: Vec<WorkloadSpec>) {
-        let mut out = Vec::new();
-        {
-            let mut st = self.state.lock().expect("sim lock");
-            for r in admitted {
-                let Some(pool) = st.pools.get_mut(&r.spec.pool) else {
-                    tracing::warn!(job.id = %r.spec.job_id, pool = %r.spec.pool, "restored job names an unknown pool");
+        let mut st = self.state.lock().expect("sim lock");
+        for r in admitted {
+            let job_id = r.spec.job_id.clone();
+            let pool = r.spec.pool.clone();
+            match st.enqueue(r.spec) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    tracing::warn!(job.id = %job_id, pool = %pool, error = %e, "restored job names an unknown pool");
                     continue;
-                };
-                let placement = pool
-                    .placement_on(&r.nodes, r.spec.gpus)
-                    .filter(|p| p.0.iter().all(|&(i, g)| pool.nodes[i].free >= g))
-                    .or_else(|| pool.place(r.spec.gpus));
-                match placement {
-                    Some(p) => {
-                        pool.allocate(&p);
-                        st.admitted.insert(
-                            r.spec.job_id.clone(),
-                            AdmittedWorkload {
-                                spec: r.spec,
-                                at: r.admitted_at,
-                                placement: p,
-                                running: r.running,
-                            },
-                        );
-                    }
-                    None => {
-                        st.pending.insert(r.spec.job_id.clone(), r.spec);
-                    }
                 }
             }
-            for q in queued {
-                st.pending.entry(q.job_id.clone()).or_insert(q);
+            let wid = st.wids[&job_id];
+            let c = st
+                .queues
+                .get_mut(&pool)
+                .and_then(|q| q.remove(wid))
+                .expect("just queued");
+            let co = st.cohorts.get_mut(&pool).expect("pool");
+            match co
+                .capacity
+                .placement_on(&r.nodes, c.gpus)
+                .or_else(|| co.capacity.place(c.gpus))
+            {
+                Some(p) => {
+                    co.admit(&c, p, r.admitted_at);
+                    if r.running {
+                        st.running.insert(wid);
+                    }
+                }
+                None => st.queues.get_mut(&pool).expect("queue").push(c),
             }
-            let now = self.clock.now();
-            self.step(&mut st, now, &mut out);
-            self.cycle(&mut st, now, &mut out);
-            self.emit(out);
         }
+        for q in queued {
+            if let Err(e) = st.enqueue(q) {
+                tracing::warn!(error = %e, "restored job names an unknown pool");
+            }
+        }
+        drop(st);
+        self.with_state(|st, now, out| st.cycle(now, out));
     }
 
-    /// Moves the cluster to the clock's present: starts and finishes what is due, in time
-    /// order, with an admission pass after each change.
+    /// Moves the cluster to the clock's present.
     pub fn tick(&self) {
-        let mut out = Vec::new();
-        let mut st = self.state.lock().expect("sim lock");
-        self.step(&mut st, self.clock.now(), &mut out);
-        self.emit(out);
+        self.with_state(|_, _, _| ());
     }
 
     /// Advances a manual clock and everything due in between. `None` for a scaled clock.
@@ -138,115 +510,6 @@ impl SimCluster {
         let now = self.clock.advance(by)?;
         self.tick();
         Some(now)
-    }
-
-    fn step(&self, st: &mut SimState, target: DateTime<Utc>, out: &mut Vec<Pending>) {
-        loop {
-            let next = st
-                .admitted
-                .values()
-                .map(|a| {
-                    if a.running {
-                        a.ends_at()
-                    } else {
-                        (a.at + self.startup).min(a.ends_at())
-                    }
-                })
-                .min();
-            let Some(t) = next.filter(|t| *t <= target) else {
-                break;
-            };
-            let mut finished = Vec::new();
-            for (id, a) in st.admitted.iter_mut() {
-                if !a.running && a.at + self.startup <= t && a.ends_at() > t {
-                    a.running = true;
-                    out.push((id.clone(), a.spec.pool.clone(), t, Change::Running));
-                }
-                if a.ends_at() <= t {
-                    finished.push(id.clone());
-                }
-            }
-            finished.sort();
-            for id in finished {
-                let a = st.admitted.remove(&id).expect("finished job is admitted");
-                if let Some(pool) = st.pools.get_mut(&a.spec.pool) {
-                    pool.release(&a.placement);
-                }
-                let reason = format!(
-                    "Completed after {} (the sim ends jobs at their max runtime)",
-                    app::format::duration(a.spec.max_runtime_s as i64)
-                );
-                out.push((
-                    id,
-                    a.spec.pool.clone(),
-                    a.ends_at(),
-                    Change::Succeeded { reason },
-                ));
-            }
-            self.cycle(st, t, out);
-        }
-    }
-
-    fn usage(st: &SimState, pool: &str) -> TeamUsage {
-        let mut usage = TeamUsage::default();
-        for ((team, p), n) in &st.quotas {
-            if p == pool {
-                usage.nominal.insert(team.clone(), *n);
-            }
-        }
-        for a in st.admitted.values().filter(|a| a.spec.pool == pool) {
-            *usage.used.entry(a.spec.team.clone()).or_default() += a.spec.gpus;
-        }
-        usage
-    }
-
-    fn candidates(st: &SimState, pool: &str) -> Vec<Candidate> {
-        st.pending
-            .values()
-            .filter(|w| w.pool == pool)
-            .map(|w| Candidate {
-                id: w.job_id.clone(),
-                team: w.team.clone(),
-                gpus: w.gpus,
-                priority: w.priority,
-                submitted_at: w.submitted_at,
-            })
-            .collect()
-    }
-
-    /// One admission pass over every pool at time `at`.
-    fn cycle(&self, st: &mut SimState, at: DateTime<Utc>, out: &mut Vec<Pending>) {
-        let names: Vec<String> = st.pools.keys().cloned().collect();
-        for name in names {
-            let candidates = Self::candidates(st, &name);
-            if candidates.is_empty() {
-                continue;
-            }
-            let mut usage = Self::usage(st, &name);
-            let pool = st.pools.get_mut(&name).expect("pool exists");
-            let cycle = admission_cycle(pool, &mut usage, &candidates);
-            let named: Vec<(String, Placement, Vec<String>)> = cycle
-                .admitted
-                .into_iter()
-                .map(|(id, p)| {
-                    let nodes = pool.node_names(&p);
-                    (id, p, nodes)
-                })
-                .collect();
-            for (id, placement, nodes) in named {
-                let spec = st.pending.remove(&id).expect("admitted job was pending");
-                out.push((id.clone(), name.clone(), at, Change::Admitted { nodes }));
-                st.admitted.insert(
-                    id,
-                    AdmittedWorkload {
-                        spec,
-                        at,
-                        placement,
-                        running: false,
-                    },
-                );
-            }
-        }
     }
 
     fn emit(&self, events: Vec<Pending>) {
@@ -266,35 +529,6 @@ impl SimCluster {
             subs.retain(|s| s.send(ev.clone()).is_ok());
         }
     }
-
-    /// The pending workloads of a pool, in order, with why each waits: a dry admission pass
-    /// over the present state (which admits nothing, as the last real pass admitted all it could).
-    fn pending_in(st: &SimState, pool: &str) -> Result<Vec<PendingWorkload>> {
-        let cap = st
-            .pools
-            .get(pool)
-            .ok_or_else(|| ClusterError::UnknownPool(pool.to_string()))?;
-        let mut cap = cap.clone();
-        let mut usage = Self::usage(st, pool);
-        let candidates = Self::candidates(st, pool);
-        let cycle = admission_cycle(&mut cap, &mut usage, &candidates);
-        let mut per_team: HashMap<String, u32> = HashMap::new();
-        let mut list = Vec::new();
-        for (pos, (id, blocker)) in cycle.pending.into_iter().enumerate() {
-            let w = &st.pending[&id];
-            let team_pos = per_team.entry(w.team.clone()).or_default();
-            *team_pos += 1;
-            list.push(PendingWorkload {
-                job_id: id,
-                team: w.team.clone(),
-                gpus: w.gpus,
-                position_in_pool: pos as u32 + 1,
-                position_in_team: *team_pos,
-                reason: blocker.sentence(),
-            });
-        }
-        Ok(list)
-    }
 }
 
 #[async_trait]
@@ -303,163 +537,71 @@ impl Cluster for SimCluster {
         self.clock.now()
     }
 
-    async fn set_quota(&self, team: &str, pool: &str, nominal_gpus: u32) -> Result<()> {
-        let mut out = Vec::new();
-        let mut st = self.state.lock().expect("sim lock");
-        if !st.pools.contains_key(pool) {
-            return Err(ClusterError::UnknownPool(pool.to_string()));
-        }
-        st.quotas
-            .insert((team.to_string(), pool.to_string()), nominal_gpus);
-        let now = self.clock.now();
-        self.step(&mut st, now, &mut out);
-        self.cycle(&mut st, now, &mut out);
-        self.emit(out);
-        Ok(())
+    async fn set_quota(&self, team: &str, pool: &str, quota: QuotaSpec) -> Result<()> {
+        self.with_state(|st, now, out| {
+            st.set_quota(team, pool, quota)?;
+            st.cycle(now, out);
+            Ok(())
+        })
     }
 
     async fn submit(&self, w: WorkloadSpec) -> Result<()> {
-        let mut out = Vec::new();
-        let mut st = self.state.lock().expect("sim lock");
-        if !st.pools.contains_key(&w.pool) {
-            return Err(ClusterError::UnknownPool(w.pool.clone()));
-        }
-        if st.pending.contains_key(&w.job_id) || st.admitted.contains_key(&w.job_id) {
-            return Ok(());
-        }
-        let now = self.clock.now();
-        self.step(&mut st, now, &mut out);
-        st.pending.insert(w.job_id.clone(), w);
-        self.cycle(&mut st, now, &mut out);
-        self.emit(out);
-        Ok(())
+        self.with_state(|st, now, out| {
+            if st.enqueue(w)? {
+                st.cycle(now, out);
+            }
+            Ok(())
+        })
     }
 
     async fn cancel(&self, job_id: &str) -> Result<()> {
-        let mut out = Vec::new();
-        let mut st = self.state.lock().expect("sim lock");
-        let now = self.clock.now();
-        self.step(&mut st, now, &mut out);
-        let pool = if let Some(w) = st.pending.remove(job_id) {
-            Some(w.pool)
-        } else if let Some(a) = st.admitted.remove(job_id) {
-            if let Some(pool) = st.pools.get_mut(&a.spec.pool) {
-                pool.release(&a.placement);
+        self.with_state(|st, now, out| {
+            if let Some(pool) = st.remove(job_id) {
+                out.push((
+                    job_id.to_string(),
+                    pool,
+                    now,
+                    Change::Cancelled {
+                        reason: "Deleted from the cluster".into(),
+                    },
+                ));
+                st.cycle(now, out);
             }
-            Some(a.spec.pool)
-        } else {
-            None
-        };
-        if let Some(pool) = pool {
-            out.push((
-                job_id.to_string(),
-                pool,
-                now,
-                Change::Cancelled {
-                    reason: "Deleted from the cluster".into(),
-                },
-            ));
-            self.cycle(&mut st, now, &mut out);
-        }
-        self.emit(out);
-        Ok(())
+            Ok(())
+        })
     }
 
     async fn pending(&self, pool: &str) -> Result<Vec<PendingWorkload>> {
-        let st = self.state.lock().expect("sim lock");
-        Self::pending_in(&st, pool)
+        self.with_state(|st, now, _| st.view(pool, now).map(|v| v.as_ref().clone()))
     }
 
     async fn pools(&self) -> Result<Vec<PoolStatus>> {
-        let st = self.state.lock().expect("sim lock");
-        Ok(st
-            .pools
-            .values()
-            .map(|p| {
-                let usage = Self::usage(&st, &p.name);
-                let mut used_by_team: Vec<(String, u32)> = usage.used.into_iter().collect();
-                used_by_team.sort();
-                PoolStatus {
-                    name: p.name.clone(),
-                    gpu_model: st.gpu_models.get(&p.name).cloned().unwrap_or_default(),
-                    nodes: p.nodes.len() as u32,
-                    gpus_total: p.total_gpus(),
-                    gpus_allocated: p.total_gpus() - p.free_gpus(),
-                    free_nodes: p.free_whole_nodes(),
-                    pending: st.pending.values().filter(|w| w.pool == p.name).count() as u32,
-                    used_by_team,
-                }
-            })
-            .collect())
+        self.with_state(|st, _, _| Ok(st.pools()))
     }
 
     async fn check(&self, w: &WorkloadSpec) -> Result<Admissibility> {
-        let st = self.state.lock().expect("sim lock");
-        let cap = st
-            .pools
-            .get(&w.pool)
-            .ok_or_else(|| ClusterError::UnknownPool(w.pool.clone()))?;
-        let mut cap = cap.clone();
-        let mut usage = Self::usage(&st, &w.pool);
-        let mut candidates = Self::candidates(&st, &w.pool);
-        // The probe sorts after every real workload of its priority, as a new launch would.
-        let probe_at = candidates
-            .iter()
-            .map(|c| c.submitted_at)
-            .max()
-            .unwrap_or(w.submitted_at)
-            .max(w.submitted_at);
-        candidates.push(Candidate {
-            id: "\u{10FFFF}probe".into(),
-            team: w.team.clone(),
-            gpus: w.gpus,
-            priority: w.priority,
-            submitted_at: probe_at,
-        });
-        let cycle = admission_cycle(&mut cap, &mut usage, &candidates);
-        if cycle
-            .admitted
-            .iter()
-            .any(|(id, _)| id.starts_with('\u{10FFFF}'))
-        {
-            return Ok(Admissibility {
-                fits_now: true,
-                ahead: 0,
-                reason: None,
-                never: false,
-            });
-        }
-        let pos = cycle
-            .pending
-            .iter()
-            .position(|(id, _)| id.starts_with('\u{10FFFF}'))
-            .unwrap_or(0);
-        let blocker = &cycle.pending[pos].1;
-        Ok(Admissibility {
-            fits_now: false,
-            ahead: pos as u32,
-            reason: Some(blocker.sentence()),
-            never: blocker.is_permanent(),
-        })
+        self.with_state(|st, now, _| st.check(w, now))
     }
 
     async fn workloads(&self) -> Result<Vec<(String, WorkloadPhase)>> {
         let st = self.state.lock().expect("sim lock");
-        let mut v: Vec<(String, WorkloadPhase)> = st
-            .pending
-            .keys()
-            .map(|id| (id.clone(), WorkloadPhase::Pending))
-            .collect();
-        for (id, a) in &st.admitted {
-            let pool = &st.pools[&a.spec.pool];
-            v.push((
-                id.clone(),
-                WorkloadPhase::Admitted {
-                    at: a.at,
-                    nodes: pool.node_names(&a.placement),
-                    running: a.running,
-                },
-            ));
+        let mut v = Vec::new();
+        for co in st.cohorts.values() {
+            for a in co.admitted.values() {
+                v.push((
+                    st.specs[&a.id].job_id.clone(),
+                    WorkloadPhase::Admitted {
+                        at: a.admitted_at,
+                        nodes: co.capacity.node_names(&a.placement),
+                        running: st.running.contains(&a.id),
+                    },
+                ));
+            }
+        }
+        for q in st.queues.values() {
+            for c in q.iter() {
+                v.push((st.specs[&c.id].job_id.clone(), WorkloadPhase::Pending));
+            }
         }
         Ok(v)
     }
@@ -476,177 +618,4 @@ impl Cluster for SimCluster {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use chrono::TimeZone;
-
-    fn t0() -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(2026, 11, 1, 9, 0, 0).unwrap()
-    }
-
-    async fn sim(nodes: u32) -> SimCluster {
-        let s = SimCluster::new(
-            Clock::manual(t0()),
-            30,
-            &[PoolSpec {
-                name: "hgx-h100".into(),
-                gpu_model: "H100".into(),
-                nodes,
-                strategy: QueueingStrategy::BestEffortFifo,
-            }],
-        );
-        s.set_quota("nlp", "hgx-h100", 64).await.unwrap();
-        s.set_quota("vision", "hgx-h100", 32).await.unwrap();
-        s
-    }
-
-    fn job(id: &str, team: &str, gpus: u32, runtime_s: u64, minute: i64) -> WorkloadSpec {
-        WorkloadSpec {
-            job_id: id.into(),
-            team: team.into(),
-            pool: "hgx-h100".into(),
-            gpus,
-            priority: Priority::Normal,
-            submitted_at: t0() + Duration::minutes(minute),
-            max_runtime_s: runtime_s,
-        }
-    }
-
-    fn drain(rx: &mut mpsc::UnboundedReceiver<ClusterEvent>) -> Vec<(String, Change)> {
-        let mut v = Vec::new();
-        while let Ok(e) = rx.try_recv() {
-            v.push((e.job_id, e.change));
-        }
-        v
-    }
-
-    #[tokio::test]
-    async fn jobs_are_admitted_run_and_finish_on_the_clock() {
-        let s = sim(2).await;
-        let mut rx = s.subscribe();
-        s.submit(job("a", "nlp", 16, 3600, 0)).await.unwrap();
-        let ev = drain(&mut rx);
-        assert!(
-            matches!(&ev[0], (id, Change::Admitted { nodes }) if id == "a" && nodes.len() == 2)
-        );
-        s.advance(Duration::seconds(30));
-        assert_eq!(drain(&mut rx), vec![("a".to_string(), Change::Running)]);
-        s.advance(Duration::seconds(3569));
-        assert!(
-            drain(&mut rx).is_empty(),
-            "one second before the end it still runs"
-        );
-        s.advance(Duration::seconds(1));
-        assert!(matches!(&drain(&mut rx)[0], (id, Change::Succeeded { .. }) if id == "a"));
-        assert_eq!(s.pools().await.unwrap()[0].gpus_allocated, 0);
-    }
-
-    #[tokio::test]
-    async fn a_finish_admits_the_next_job_at_that_moment() {
-        let s = sim(2).await;
-        let mut rx = s.subscribe();
-        s.submit(job("a", "nlp", 16, 600, 0)).await.unwrap();
-        s.submit(job("b", "nlp", 16, 600, 1)).await.unwrap();
-        let q = s.pending("hgx-h100").await.unwrap();
-        assert_eq!(q.len(), 1);
-        assert_eq!(q[0].position_in_pool, 1);
-        assert_eq!(
-            q[0].reason,
-            "Waiting for 2 whole nodes in hgx-h100: none is free"
-        );
-        drain(&mut rx);
-        s.advance(Duration::hours(1));
-        let mut rx_events = Vec::new();
-        while let Ok(e) = rx.try_recv() {
-            rx_events.push(e);
-        }
-        let b_admitted = rx_events
-            .iter()
-            .find(|e| e.job_id == "b" && matches!(e.change, Change::Admitted { .. }))
-            .unwrap();
-        assert_eq!(
-            b_admitted.at,
-            t0() + Duration::seconds(600),
-            "admitted when a finished, not at the end of the advance"
-        );
-        let b_done = rx_events
-            .iter()
-            .find(|e| e.job_id == "b" && matches!(e.change, Change::Succeeded { .. }))
-            .unwrap();
-        assert_eq!(b_done.at, t0() + Duration::seconds(1200));
-    }
-
-    #[tokio::test]
-    async fn positions_move_when_a_job_ahead_is_cancelled() {
-        let s = sim(16).await;
-        s.submit(job("running", "nlp", 64, 3600, 0)).await.unwrap();
-        s.submit(job("b", "nlp", 16, 3600, 1)).await.unwrap();
-        s.submit(job("c", "nlp", 16, 3600, 2)).await.unwrap();
-        let q = s.pending("hgx-h100").await.unwrap();
-        assert_eq!(
-            q.iter()
-                .map(|p| (p.job_id.as_str(), p.position_in_pool))
-                .collect::<Vec<_>>(),
-            [("b", 1), ("c", 2)]
-        );
-        assert_eq!(
-            q[1].reason,
-            "Team nlp would exceed its quota in hgx-h100: 64 of 64 GPUs in use, this job needs 16"
-        );
-        s.cancel("b").await.unwrap();
-        let q = s.pending("hgx-h100").await.unwrap();
-        assert_eq!(q.len(), 1);
-        assert_eq!((q[0].job_id.as_str(), q[0].position_in_pool), ("c", 1));
-    }
-
-    #[tokio::test]
-    async fn submitting_twice_is_one_workload() {
-        let s = sim(1).await;
-        s.submit(job("a", "nlp", 8, 60, 0)).await.unwrap();
-        s.submit(job("a", "nlp", 8, 60, 0)).await.unwrap();
-        s.submit(job("b", "nlp", 8, 60, 1)).await.unwrap();
-        s.submit(job("b", "nlp", 8, 60, 1)).await.unwrap();
-        assert_eq!(s.workloads().await.unwrap().len(), 2);
-        assert_eq!(s.pending("hgx-h100").await.unwrap().len(), 1);
-    }
-
-    #[tokio::test]
-    async fn restore_puts_jobs_back_on_their_nodes_and_in_order() {
-        let s = sim(2).await;
-        let nodes = vec!["hgx-h100-node-01".to_string()];
-        s.restore(
-            vec![RestoredWorkload {
-                spec: job("a", "nlp", 8, 3600, 0),
-                admitted_at: t0(),
-                nodes: nodes.clone(),
-                running: true,
-            }],
-            vec![job("c", "nlp", 16, 60, 2), job("b", "nlp", 16, 60, 1)],
-        );
-        let w = s.workloads().await.unwrap();
-        assert!(w.iter().any(|(id, p)| id == "a"
-            && matches!(p, WorkloadPhase::Admitted { nodes: n, .. } if *n == nodes)));
-        let q = s.pending("hgx-h100").await.unwrap();
-        assert_eq!(
-            q.iter().map(|p| p.job_id.as_str()).collect::<Vec<_>>(),
-            ["b", "c"]
-        );
-    }
-
-    #[tokio::test]
-    async fn check_says_whether_a_launch_would_fit() {
-        let s = sim(2).await;
-        let probe = job("probe", "vision", 16, 60, 5);
-        assert!(s.check(&probe).await.unwrap().fits_now);
-        s.submit(job("a", "nlp", 16, 3600, 0)).await.unwrap();
-        let c = s.check(&probe).await.unwrap();
-        assert!(!c.fits_now);
-        assert_eq!(c.ahead, 0);
-        assert_eq!(
-            c.reason.as_deref(),
-            Some("Waiting for 2 whole nodes in hgx-h100: none is free")
-        );
-        let c = s.check(&job("huge", "nlp", 128, 60, 5)).await.unwrap();
-        assert!(c.never);
-    }
-}
+mod tests;

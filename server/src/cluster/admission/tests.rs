@@ -1,0 +1,467 @@
+//! Scenario tests of the admission rules. Each names the Kueue documentation it follows.
+
+use super::*;
+use chrono::TimeZone;
+
+const LOW: i32 = 100;
+const NORMAL: i32 = 1000;
+const HIGH: i32 = 10000;
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
+}
+
+/// Builder-style fixture: a pool, quotas, admitted jobs and a queue, by name.
+struct Scenario {
+    co: Cohort,
+    queue: Queue,
+    minute: i64,
+    ids: HashMap<String, Wid>,
+}
+
+struct Outcome {
+    admitted: Vec<String>,
+    preempted: Vec<(String, String)>,
+    pending: Vec<(String, Blocker)>,
+}
+
+impl Scenario {
+    fn pool(nodes: usize) -> Self {
+        Scenario {
+            co: Cohort::new(PoolCapacity::new("hgx-h100", nodes, 8)),
+            queue: Queue::default(),
+            minute: 0,
+            ids: HashMap::new(),
+        }
+    }
+    fn strict(mut self) -> Self {
+        self.co.capacity.strategy = QueueingStrategy::StrictFifo;
+        self
+    }
+    /// Nominal quota only: no borrowing.
+    fn quota(self, team: &str, nominal: u32) -> Self {
+        self.quota_full(team, nominal, Some(0), None)
+    }
+    fn borrowing(self, team: &str, nominal: u32, limit: Option<u32>) -> Self {
+        self.quota_full(team, nominal, limit, None)
+    }
+    fn quota_full(
+        mut self,
+        team: &str,
+        nominal: u32,
+        borrowing_limit: Option<u32>,
+        lending_limit: Option<u32>,
+    ) -> Self {
+        self.co.set_quota(
+            team,
+            Quota {
+                nominal,
+                borrowing_limit,
+                lending_limit,
+            },
+        );
+        self
+    }
+    fn id(&mut self, name: &str) -> Wid {
+        let n = self.ids.len() as Wid + 1;
+        *self.ids.entry(name.to_string()).or_insert(n)
+    }
+    fn candidate(&mut self, name: &str, team: &str, gpus: u32, priority: i32) -> Candidate {
+        self.minute += 1;
+        Candidate {
+            id: self.id(name),
+            team: self.co.team(team),
+            gpus,
+            priority,
+            submitted_at: t0() + chrono::Duration::minutes(self.minute),
+        }
+    }
+    /// A job already admitted, placed as the pool would place it.
+    fn running(self, name: &str, team: &str, gpus: u32) -> Self {
+        self.running_with(name, team, gpus, NORMAL)
+    }
+    fn running_with(mut self, name: &str, team: &str, gpus: u32, priority: i32) -> Self {
+        let c = self.candidate(name, team, gpus, priority);
+        let p = self.co.capacity.place(gpus).expect("fixture job must fit");
+        let at = c.submitted_at;
+        self.co.admit(&c, p, at);
+        self
+    }
+    fn queued(self, name: &str, team: &str, gpus: u32) -> Self {
+        self.queued_with(name, team, gpus, NORMAL)
+    }
+    fn queued_with(mut self, name: &str, team: &str, gpus: u32, priority: i32) -> Self {
+        let c = self.candidate(name, team, gpus, priority);
+        self.queue.push(c);
+        self
+    }
+    fn name(&self, id: Wid) -> String {
+        self.ids
+            .iter()
+            .find(|(_, v)| **v == id)
+            .map(|(k, _)| k.clone())
+            .unwrap()
+    }
+    fn cycle(mut self) -> (Outcome, Scenario) {
+        let at = t0() + chrono::Duration::hours(1);
+        let c = self.co.cycle(
+            &self.queue,
+            at,
+            CycleOptions {
+                preemption: true,
+                reasons: true,
+            },
+        );
+        let out = Outcome {
+            admitted: c.admitted.iter().map(|(id, _)| self.name(*id)).collect(),
+            preempted: c
+                .preempted
+                .iter()
+                .map(|(id, cause)| (self.name(*id), cause.sentence()))
+                .collect(),
+            pending: c
+                .pending
+                .into_iter()
+                .map(|(id, b)| (self.name(id), b))
+                .collect(),
+        };
+        (out, self)
+    }
+}
+
+// ---- gangs and whole nodes (Kueue TAS, podset-required-topology: hostname) ---------------
+
+#[test]
+fn gang_is_all_or_nothing_on_whole_nodes() {
+    let mut s = Scenario::pool(4).quota("nlp", 64).quota("vision", 64);
+    for n in &mut s.co.capacity.nodes {
+        n.free = 7; // one GPU taken on every node: 28 free, no whole node
+    }
+    let (o, s) = s.queued("big", "nlp", 16).cycle();
+    assert!(o.admitted.is_empty());
+    assert_eq!(s.co.capacity.free(), 28, "nothing partially allocated");
+    assert_eq!(
+        o.pending[0].1.sentence(),
+        "Waiting for 2 whole nodes in hgx-h100: none is free"
+    );
+}
+
+#[test]
+fn gang_takes_whole_free_nodes_and_small_jobs_pack() {
+    let (o, s) = Scenario::pool(4)
+        .quota("nlp", 64)
+        .running("r", "nlp", 4)
+        .queued("a", "nlp", 16)
+        .queued("b", "nlp", 4)
+        .cycle();
+    assert_eq!(o.admitted, ["a", "b"]);
+    assert_eq!(
+        s.co.capacity.free_whole_nodes(),
+        1,
+        "the 4-GPU job packed next to the other"
+    );
+}
+
+#[test]
+fn single_node_jobs_need_room_on_one_node() {
+    let mut s = Scenario::pool(2).quota("nlp", 64);
+    s.co.capacity.nodes[0].free = 2;
+    s.co.capacity.nodes[1].free = 3;
+    let (o, _) = s.queued("four", "nlp", 4).cycle();
+    assert_eq!(
+        o.pending[0].1.sentence(),
+        "Waiting for a node with 4 free GPUs in hgx-h100: at most 3 free on any node"
+    );
+}
+
+// ---- quota (Kueue ClusterQueue nominalQuota) ----------------------------------------------
+
+#[test]
+fn quota_binds_before_capacity() {
+    let (o, _) = Scenario::pool(16)
+        .quota("nlp", 64)
+        .running("r", "nlp", 56)
+        .queued("a", "nlp", 16)
+        .cycle();
+    assert!(o.admitted.is_empty());
+    assert_eq!(
+        o.pending[0].1.sentence(),
+        "Team nlp would exceed its quota in hgx-h100: 56 of 64 GPUs in use, this job needs 16"
+    );
+}
+
+#[test]
+fn one_team_at_quota_does_not_block_another() {
+    let (o, _) = Scenario::pool(16)
+        .quota("nlp", 64)
+        .quota("vision", 32)
+        .running("r", "nlp", 64)
+        .queued("nlp-job", "nlp", 8)
+        .queued("vision-job", "vision", 8)
+        .cycle();
+    assert_eq!(o.admitted, ["vision-job"]);
+}
+
+#[test]
+fn never_admissible_gangs_say_so() {
+    let (o, _) = Scenario::pool(2)
+        .quota("nlp", 64)
+        .queued("huge", "nlp", 32)
+        .cycle();
+    assert_eq!(
+        o.pending[0].1.sentence(),
+        "Needs 32 GPUs but hgx-h100 has 16 in all: it can never be admitted"
+    );
+    let (o, _) = Scenario::pool(16)
+        .borrowing("nlp", 16, Some(8))
+        .quota("vision", 64)
+        .queued("big", "nlp", 32)
+        .cycle();
+    assert!(o.pending[0].1.is_permanent());
+    assert_eq!(
+        o.pending[0].1.sentence(),
+        "Needs 32 GPUs but team nlp may hold at most 24 in hgx-h100 (quota plus borrowing limit): it can never be admitted"
+    );
+}
+
+// ---- order (WorkloadPriorityClass, then creation time) ------------------------------------
+
+#[test]
+fn priority_then_fifo() {
+    let (o, _) = Scenario::pool(1)
+        .quota("nlp", 64)
+        .queued("first", "nlp", 8)
+        .queued("second", "nlp", 8)
+        .queued_with("urgent", "nlp", 8, HIGH)
+        .cycle();
+    assert_eq!(o.admitted, ["urgent"]);
+    let pending: Vec<&str> = o.pending.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(pending, ["first", "second"], "FIFO among equals");
+}
+
+// ---- queueing strategy (Kueue ClusterQueue queueingStrategy) ------------------------------
+
+#[test]
+fn best_effort_fifo_lets_a_later_job_that_fits_go_first() {
+    let (o, _) = Scenario::pool(2)
+        .quota("nlp", 64)
+        .running("r", "nlp", 4)
+        .queued("big", "nlp", 16)
+        .queued("small", "nlp", 4)
+        .cycle();
+    assert_eq!(o.admitted, ["small"]);
+    assert_eq!(o.pending[0].0, "big");
+}
+
+#[test]
+fn strict_fifo_blocks_behind_the_head() {
+    let (o, _) = Scenario::pool(2)
+        .strict()
+        .quota("nlp", 64)
+        .quota("vision", 64)
+        .running("r", "vision", 4)
+        .queued_with("big", "nlp", 16, HIGH)
+        .queued("small", "nlp", 4)
+        .cycle();
+    assert!(o.admitted.is_empty());
+    assert_eq!(
+        o.pending[1].1.sentence(),
+        "Waiting behind 1 earlier job in hgx-h100 (1 of higher priority), which queues in strict FIFO order"
+    );
+}
+
+// ---- borrowing (Kueue docs: ClusterQueue borrowingLimit / lendingLimit) -------------------
+
+#[test]
+fn a_team_borrows_idle_quota_up_to_its_borrowing_limit() {
+    // Like the docs' team-a-cq (nominal 9, borrowingLimit 6 → at most 15): here 16 + 8 GPUs.
+    let (o, s) = Scenario::pool(16)
+        .borrowing("nlp", 16, Some(8))
+        .quota("vision", 64)
+        .queued("a", "nlp", 16)
+        .queued("b", "nlp", 8)
+        .queued("c", "nlp", 8)
+        .cycle();
+    assert_eq!(o.admitted, ["a", "b"]);
+    assert_eq!(s.co.borrowed(0), 8);
+    assert_eq!(
+        o.pending[0].1.sentence(),
+        "Team nlp would exceed its quota and borrowing limit in hgx-h100: 24 of 16 + 8 GPUs in use, this job needs 8"
+    );
+}
+
+#[test]
+fn borrowing_is_bounded_by_the_cohorts_unused_quota() {
+    let (o, _) = Scenario::pool(16)
+        .borrowing("nlp", 16, None)
+        .quota("vision", 16)
+        .running("v", "vision", 8)
+        .queued("a", "nlp", 16)
+        .queued("b", "nlp", 16)
+        .cycle();
+    // The cohort lends 32 GPUs in all; vision uses 8, nlp 16: 8 are left, b needs 16.
+    assert_eq!(o.admitted, ["a"]);
+    assert_eq!(
+        o.pending[0].1.sentence(),
+        "Team nlp is at its quota in hgx-h100 (16 of 16 GPUs in use) and other teams' unused quota is taken: 8 GPUs could be borrowed, this job needs 16"
+    );
+}
+
+#[test]
+fn a_lending_limit_keeps_part_of_a_quota_home() {
+    // vision lends only 8 of its 16 GPUs.
+    let (o, _) = Scenario::pool(16)
+        .borrowing("nlp", 16, None)
+        .quota_full("vision", 16, Some(0), Some(8))
+        .queued("a", "nlp", 16)
+        .queued("b", "nlp", 8)
+        .queued("c", "nlp", 8)
+        .cycle();
+    assert_eq!(o.admitted, ["a", "b"]);
+    assert!(
+        matches!(o.pending[0].1, Blocker::Quota { lendable: 0, .. }),
+        "{:?}",
+        o.pending[0].1
+    );
+}
+
+// ---- preemption (Kueue docs: preemption, reclaimWithinCohort: Any, withinClusterQueue: LowerPriority)
+
+#[test]
+fn a_team_reclaims_its_quota_from_borrowers_newest_first() {
+    let (o, s) = Scenario::pool(4)
+        .borrowing("nlp", 16, None)
+        .quota("vision", 16)
+        .running("nlp-old", "nlp", 8)
+        .running("nlp-mid", "nlp", 8)
+        .running("nlp-new", "nlp", 8)
+        .running("nlp-newest", "nlp", 8)
+        .queued("vision-job", "vision", 16)
+        .cycle();
+    assert_eq!(o.admitted, ["vision-job"]);
+    assert_eq!(
+        o.preempted,
+        [
+            (
+                "nlp-newest".to_string(),
+                "Preempted: team vision reclaimed its quota".to_string()
+            ),
+            (
+                "nlp-new".to_string(),
+                "Preempted: team vision reclaimed its quota".to_string()
+            ),
+        ]
+    );
+    assert_eq!(s.co.used, [16, 16]);
+}
+
+#[test]
+fn reclaim_stops_once_the_lender_is_back_within_quota() {
+    // nlp borrows 8 GPUs of vision's quota. vision reclaims them: the newest nlp job goes and
+    // reclaim stops there, as nlp is then back within its quota.
+    let (o, _) = Scenario::pool(4)
+        .borrowing("nlp", 24, None)
+        .quota("vision", 8)
+        .running("nlp-a", "nlp", 16)
+        .running("nlp-b", "nlp", 16)
+        .queued("vision-job", "vision", 8)
+        .cycle();
+    assert_eq!(
+        o.admitted,
+        ["vision-job"],
+        "nlp's 8 borrowed GPUs come back"
+    );
+    assert_eq!(o.preempted.len(), 1);
+    let (o, _) = Scenario::pool(4)
+        .borrowing("nlp", 24, None)
+        .quota("vision", 8)
+        .running("nlp-a", "nlp", 16)
+        .running("nlp-b", "nlp", 8)
+        .running("vision-a", "vision", 8)
+        .queued("vision-job", "vision", 8)
+        .cycle();
+    assert!(
+        o.preempted.is_empty(),
+        "vision would borrow itself: no reclaim"
+    );
+    assert!(o.admitted.is_empty());
+}
+
+#[test]
+fn a_higher_priority_job_preempts_lower_priority_jobs_of_its_own_team() {
+    let (o, _) = Scenario::pool(4)
+        .quota("nlp", 16)
+        .quota("vision", 16)
+        .running_with("low-old", "nlp", 8, LOW)
+        .running_with("low-new", "nlp", 8, LOW)
+        .running_with("vision-low", "vision", 8, LOW)
+        .queued_with("urgent", "nlp", 8, HIGH)
+        .queued("normal", "nlp", 8)
+        .cycle();
+    // urgent evicts the newest low job; normal, also above low, then evicts the other one;
+    // vision's low job is another queue's and within its quota: never a candidate.
+    assert_eq!(o.admitted, ["urgent", "normal"]);
+    let by_nlp = "Preempted by a higher-priority job of team nlp".to_string();
+    assert_eq!(
+        o.preempted,
+        [
+            ("low-new".to_string(), by_nlp.clone()),
+            ("low-old".to_string(), by_nlp)
+        ]
+    );
+    let (o, _) = Scenario::pool(4)
+        .quota("nlp", 16)
+        .running_with("n1", "nlp", 8, NORMAL)
+        .running_with("n2", "nlp", 8, NORMAL)
+        .queued("n3", "nlp", 8)
+        .cycle();
+    assert!(o.preempted.is_empty(), "equal priority never preempts");
+    assert!(o.admitted.is_empty());
+}
+
+// ---- forecast (ETA) ----------------------------------------------------------------------
+
+#[test]
+fn forecast_gives_exact_etas_for_known_runtimes() {
+    let mut s = Scenario::pool(2)
+        .quota("nlp", 16)
+        .running("r", "nlp", 16)
+        .queued("a", "nlp", 16)
+        .queued("b", "nlp", 8)
+        .queued("c", "nlp", 8);
+    let now = t0() + chrono::Duration::hours(1);
+    let ends: HashMap<Wid, DateTime<Utc>> =
+        [(s.id("r"), now + chrono::Duration::minutes(30))].into();
+    let runtimes: HashMap<Wid, i64> =
+        [(s.id("a"), 3600), (s.id("b"), 600), (s.id("c"), 600)].into();
+    let eta = forecast(
+        &s.co,
+        &s.queue,
+        &ends,
+        &runtimes,
+        now,
+        chrono::Duration::days(30),
+    );
+    assert_eq!(eta[&s.id("a")], now + chrono::Duration::minutes(30));
+    assert_eq!(
+        eta[&s.id("b")],
+        now + chrono::Duration::minutes(90),
+        "after a's hour"
+    );
+    assert_eq!(
+        eta[&s.id("c")],
+        now + chrono::Duration::minutes(90),
+        "b and c run side by side"
+    );
+    // a job that can never be admitted gets no estimate
+    let s = s.queued("never", "nlp", 64);
+    let eta = forecast(
+        &s.co,
+        &s.queue,
+        &ends,
+        &runtimes,
+        now,
+        chrono::Duration::days(30),
+    );
+    assert!(!eta.contains_key(&s.ids["never"]));
+}

@@ -1,0 +1,324 @@
+//! The sim cluster over time: admission, start-up, completion, preemption, restore, ETAs.
+
+use super::*;
+use app::model::Priority;
+use chrono::TimeZone;
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 1, 9, 0, 0).unwrap()
+}
+
+fn quota(nominal: u32, borrowing_limit: Option<u32>) -> QuotaSpec {
+    QuotaSpec {
+        nominal,
+        borrowing_limit,
+        lending_limit: None,
+    }
+}
+
+async fn sim(nodes: u32) -> SimCluster {
+    let s = SimCluster::new(
+        Clock::manual(t0()),
+        30,
+        &[PoolSpec {
+            name: "hgx-h100".into(),
+            gpu_model: "H100".into(),
+            nodes,
+            strategy: QueueingStrategy::BestEffortFifo,
+        }],
+    );
+    s.set_quota("nlp", "hgx-h100", quota(64, Some(0)))
+        .await
+        .unwrap();
+    s.set_quota("vision", "hgx-h100", quota(32, Some(0)))
+        .await
+        .unwrap();
+    s
+}
+
+fn job(id: &str, team: &str, gpus: u32, runtime_s: u64, minute: i64) -> WorkloadSpec {
+    WorkloadSpec {
+        job_id: id.into(),
+        team: team.into(),
+        pool: "hgx-h100".into(),
+        gpus,
+        priority: Priority::Normal,
+        submitted_at: t0() + Duration::minutes(minute),
+        max_runtime_s: runtime_s,
+    }
+}
+
+fn drain(rx: &mut mpsc::UnboundedReceiver<ClusterEvent>) -> Vec<ClusterEvent> {
+    let mut v = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        v.push(e);
+    }
+    v
+}
+
+fn changes(ev: &[ClusterEvent]) -> Vec<(String, Change)> {
+    ev.iter()
+        .map(|e| (e.job_id.clone(), e.change.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn jobs_are_admitted_run_and_finish_on_the_clock() {
+    let s = sim(2).await;
+    let mut rx = s.subscribe();
+    s.submit(job("a", "nlp", 16, 3600, 0)).await.unwrap();
+    let ev = changes(&drain(&mut rx));
+    assert!(matches!(&ev[0], (id, Change::Admitted { nodes }) if id == "a" && nodes.len() == 2));
+    s.advance(Duration::seconds(30));
+    assert_eq!(
+        changes(&drain(&mut rx)),
+        vec![("a".to_string(), Change::Running)]
+    );
+    s.advance(Duration::seconds(3569));
+    assert!(
+        drain(&mut rx).is_empty(),
+        "one second before the end it still runs"
+    );
+    s.advance(Duration::seconds(1));
+    assert!(matches!(&changes(&drain(&mut rx))[0], (id, Change::Succeeded { .. }) if id == "a"));
+    assert_eq!(s.pools().await.unwrap()[0].gpus_allocated, 0);
+}
+
+#[tokio::test]
+async fn a_finish_admits_the_next_job_at_that_moment() {
+    let s = sim(2).await;
+    let mut rx = s.subscribe();
+    s.submit(job("a", "nlp", 16, 600, 0)).await.unwrap();
+    s.submit(job("b", "nlp", 16, 600, 1)).await.unwrap();
+    let q = s.pending("hgx-h100").await.unwrap();
+    assert_eq!(q.len(), 1);
+    assert_eq!(q[0].position_in_pool, 1);
+    assert_eq!(
+        q[0].reason,
+        "Waiting for 2 whole nodes in hgx-h100: none is free"
+    );
+    assert_eq!(
+        q[0].eta,
+        Some(t0() + Duration::seconds(600)),
+        "b starts when a ends"
+    );
+    drain(&mut rx);
+    s.advance(Duration::hours(1));
+    let ev = drain(&mut rx);
+    let b_admitted = ev
+        .iter()
+        .find(|e| e.job_id == "b" && matches!(e.change, Change::Admitted { .. }))
+        .unwrap();
+    assert_eq!(
+        b_admitted.at,
+        t0() + Duration::seconds(600),
+        "admitted when a finished, not at the end of the advance"
+    );
+    let b_done = ev
+        .iter()
+        .find(|e| e.job_id == "b" && matches!(e.change, Change::Succeeded { .. }))
+        .unwrap();
+    assert_eq!(b_done.at, t0() + Duration::seconds(1200));
+}
+
+#[tokio::test]
+async fn positions_and_etas_move_when_a_job_ahead_is_cancelled() {
+    let s = sim(16).await;
+    s.submit(job("running", "nlp", 64, 3600, 0)).await.unwrap();
+    s.submit(job("b", "nlp", 16, 7200, 1)).await.unwrap();
+    s.submit(job("c", "nlp", 64, 3600, 2)).await.unwrap();
+    let q = s.pending("hgx-h100").await.unwrap();
+    assert_eq!(
+        q.iter()
+            .map(|p| (p.job_id.as_str(), p.position_in_pool))
+            .collect::<Vec<_>>(),
+        [("b", 1), ("c", 2)]
+    );
+    assert_eq!(
+        q[1].reason,
+        "Team nlp would exceed its quota in hgx-h100: 64 of 64 GPUs in use, this job needs 64"
+    );
+    assert_eq!(q[0].eta, Some(t0() + Duration::hours(1)));
+    assert_eq!(
+        q[1].eta,
+        Some(t0() + Duration::hours(3)),
+        "c waits for b's two hours"
+    );
+    s.cancel("b").await.unwrap();
+    let q = s.pending("hgx-h100").await.unwrap();
+    assert_eq!(q.len(), 1);
+    assert_eq!((q[0].job_id.as_str(), q[0].position_in_pool), ("c", 1));
+    assert_eq!(
+        q[0].eta,
+        Some(t0() + Duration::hours(1)),
+        "the cancel moved c's ETA two hours earlier"
+    );
+}
+
+#[tokio::test]
+async fn a_reclaim_preempts_the_borrower_which_queues_again_with_its_time() {
+    let s = sim(4).await;
+    s.set_quota("nlp", "hgx-h100", quota(16, None))
+        .await
+        .unwrap();
+    s.set_quota("vision", "hgx-h100", quota(16, Some(0)))
+        .await
+        .unwrap();
+    let mut rx = s.subscribe();
+    s.submit(job("nlp-1", "nlp", 16, 36000, 0)).await.unwrap();
+    s.submit(job("nlp-2", "nlp", 16, 36000, 1)).await.unwrap();
+    assert_eq!(
+        s.pools().await.unwrap()[0]
+            .teams
+            .iter()
+            .find(|t| t.team == "nlp")
+            .unwrap()
+            .borrowed,
+        16
+    );
+    s.advance(Duration::minutes(5));
+    drain(&mut rx);
+    s.submit(job("vision-1", "vision", 16, 600, 10))
+        .await
+        .unwrap();
+    let ev = changes(&drain(&mut rx));
+    assert_eq!(
+        ev[0],
+        (
+            "nlp-2".to_string(),
+            Change::Preempted {
+                reason: "Preempted: team vision reclaimed its quota".into()
+            }
+        )
+    );
+    assert!(matches!(&ev[1], (id, Change::Admitted { .. }) if id == "vision-1"));
+    let q = s.pending("hgx-h100").await.unwrap();
+    assert_eq!(q[0].job_id, "nlp-2");
+    assert_eq!(
+        q[0].submitted_at,
+        t0() + Duration::minutes(1),
+        "keeps its original submission time"
+    );
+    assert_eq!(
+        q[0].eta,
+        Some(t0() + Duration::minutes(5) + Duration::seconds(600)),
+        "back when vision's job ends"
+    );
+}
+
+#[tokio::test]
+async fn submitting_twice_is_one_workload() {
+    let s = sim(1).await;
+    s.submit(job("a", "nlp", 8, 60, 0)).await.unwrap();
+    s.submit(job("a", "nlp", 8, 60, 0)).await.unwrap();
+    s.submit(job("b", "nlp", 8, 60, 1)).await.unwrap();
+    s.submit(job("b", "nlp", 8, 60, 1)).await.unwrap();
+    assert_eq!(s.workloads().await.unwrap().len(), 2);
+    assert_eq!(s.pending("hgx-h100").await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn restore_puts_jobs_back_on_their_nodes_and_in_order() {
+    let s = sim(2).await;
+    let nodes = vec!["hgx-h100-node-01".to_string()];
+    s.restore(
+        vec![RestoredWorkload {
+            spec: job("a", "nlp", 8, 3600, 0),
+            admitted_at: t0(),
+            nodes: nodes.clone(),
+            running: true,
+        }],
+        vec![job("c", "nlp", 16, 60, 2), job("b", "nlp", 16, 60, 1)],
+    );
+    let w = s.workloads().await.unwrap();
+    assert!(w
+        .iter()
+        .any(|(id, p)| id == "a"
+            && matches!(p, WorkloadPhase::Admitted { nodes: n, .. } if *n == nodes)));
+    let q = s.pending("hgx-h100").await.unwrap();
+    assert_eq!(
+        q.iter().map(|p| p.job_id.as_str()).collect::<Vec<_>>(),
+        ["b", "c"]
+    );
+}
+
+#[tokio::test]
+async fn check_says_whether_a_launch_would_fit_and_when() {
+    let s = sim(2).await;
+    let probe = job("probe", "vision", 16, 60, 5);
+    assert!(s.check(&probe).await.unwrap().fits_now);
+    s.submit(job("a", "nlp", 16, 3600, 0)).await.unwrap();
+    let c = s.check(&probe).await.unwrap();
+    assert!(!c.fits_now);
+    assert_eq!(c.ahead, 0);
+    assert_eq!(
+        c.reason.as_deref(),
+        Some("Waiting for 2 whole nodes in hgx-h100: none is free")
+    );
+    assert_eq!(c.eta, Some(t0() + Duration::hours(1)));
+    let c = s.check(&job("huge", "nlp", 128, 60, 5)).await.unwrap();
+    assert!(c.never);
+    assert_eq!(c.eta, None);
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_job() -> impl Strategy<Value = (u8, u8, u8, u16)> {
+        // team, size class, priority, runtime in minutes
+        (0u8..3, 0u8..6, 0u8..3, 1u16..600)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// ETAs never lie in the past and positions never exceed the queue, whatever arrives.
+        #[test]
+        fn etas_are_never_past_and_positions_fit_the_queue(jobs in proptest::collection::vec(arb_job(), 1..40), advance in 0i64..20_000) {
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            rt.block_on(async {
+                let s = SimCluster::new(
+                    Clock::manual(t0()),
+                    30,
+                    &[PoolSpec { name: "hgx-h100".into(), gpu_model: "H100".into(), nodes: 4, strategy: QueueingStrategy::BestEffortFifo }],
+                );
+                for (team, limit) in [("nlp", None), ("vision", Some(8)), ("speech", Some(0))] {
+                    s.set_quota(team, "hgx-h100", quota(8, limit)).await.unwrap();
+                }
+                let teams = ["nlp", "vision", "speech"];
+                let sizes = [1, 2, 4, 8, 16, 24];
+                let prios = [Priority::Low, Priority::Normal, Priority::High];
+                for (i, (team, size, prio, minutes)) in jobs.iter().enumerate() {
+                    let mut w = job(&format!("j{i}"), teams[*team as usize], sizes[*size as usize], *minutes as u64 * 60, i as i64);
+                    w.priority = prios[*prio as usize];
+                    s.submit(w).await.unwrap();
+                    if i % 7 == 3 {
+                        s.cancel(&format!("j{}", i / 2)).await.unwrap();
+                    }
+                }
+                s.advance(Duration::seconds(advance.max(1)));
+                let now = s.now();
+                let q = s.pending("hgx-h100").await.unwrap();
+                let n = q.len() as u32;
+                for (i, p) in q.iter().enumerate() {
+                    prop_assert_eq!(p.position_in_pool, i as u32 + 1);
+                    prop_assert!(p.position_in_pool <= n);
+                    prop_assert!(p.position_in_team <= p.position_in_pool);
+                    if let Some(eta) = p.eta {
+                        prop_assert!(eta >= now, "ETA {} before now {}", eta, now);
+                    }
+                }
+                let pool = &s.pools().await.unwrap()[0];
+                prop_assert!(pool.gpus_allocated <= pool.gpus_total);
+                for t in &pool.teams {
+                    if let Some(limit) = t.quota.borrowing_limit {
+                        prop_assert!(t.used <= t.quota.nominal + limit, "{} uses {} > {} + {}", t.team, t.used, t.quota.nominal, limit);
+                    }
+                }
+                prop_assert!(pool.teams.iter().map(|t| t.used).sum::<u32>() <= 24, "the cohort lends no more than its quotas");
+                Ok(())
+            })?;
+        }
+    }
+}
