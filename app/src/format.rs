@@ -64,6 +64,16 @@ pub fn hours(secs: u64) -> String {
     }
 }
 
+/// "about 40 min (≈14:20 UTC)": a wait until an estimated time.
+pub fn wait_until(now: DateTime<Utc>, eta: DateTime<Utc>) -> String {
+    let secs = (eta - now).num_seconds();
+    if secs < 60 {
+        "any moment now".to_string()
+    } else {
+        format!("about {} (≈{})", duration(secs), eta.format("%H:%M UTC"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,5 +95,17 @@ mod tests {
         assert_eq!(duration(3 * 86400), "3.0 days");
         assert_eq!(hours(5400), "1.5");
         assert_eq!(hours(7200), "2");
+    }
+
+    #[test]
+    fn waits_read_as_a_span_and_a_clock_time() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-11-29T13:40:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(
+            wait_until(now, now + chrono::Duration::minutes(40)),
+            "about 40 min (≈14:20 UTC)"
+        );
+        assert_eq!(wait_until(now, now), "any moment now");
     }
 }

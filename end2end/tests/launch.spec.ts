@@ -7,11 +7,14 @@ test.describe.serial("launch, watch the queue, cancel", () => {
   });
 
   test("a 16-GPU launch in 3 clicks shows its queue position, which moves without a reload", async ({ page, baseURL }) => {
-    // nlp's quota in hgx-h100 is 64 GPUs: fill it, then queue one job ahead of ours.
+    // nlp's quota in hgx-h100 is 64 GPUs and it may borrow 32 more: fill both, then queue a
+    // 32-GPU job ahead of ours. The 32-GPU filler ends first, after an hour.
     const alice = await apiAs(baseURL!, "alice");
     const filler = await launch(alice, { template: "llama-3.1-8b-fsdp", gpus: 64, pool: "hgx-h100", name: "e2e-filler" });
     expect(filler.state).toBe("admitted");
-    const ahead = await launch(alice, { template: "llama-3.1-8b-fsdp", gpus: 16, pool: "hgx-h100", name: "e2e-ahead" });
+    const borrower = await launch(alice, { template: "llama-3.1-8b-fsdp", gpus: 32, pool: "hgx-h100", name: "e2e-borrower", max_runtime_s: 3600 });
+    expect(borrower.state).toBe("admitted");
+    const ahead = await launch(alice, { template: "llama-3.1-8b-fsdp", gpus: 32, pool: "hgx-h100", name: "e2e-ahead" });
     expect(ahead.queue_position).toBe(1);
 
     await signIn(page, "alice");
@@ -27,16 +30,21 @@ test.describe.serial("launch, watch the queue, cancel", () => {
     await page.getByTestId("template-llama-3.1-8b-fsdp").click();
     const submit = page.getByTestId("launch-submit");
     await expect(submit).toHaveText("Launch on 16 GPUs (2 nodes)");
-    await expect(page.getByTestId("fit-line")).toContainText("Would queue, 1 job ahead");
+    await expect(page.getByTestId("fit-line")).toContainText("16 GPUs (2 nodes) in hgx-h100: about 8.0 h wait");
+    await expect(page.getByTestId("fit-line")).toContainText("1 job ahead");
     await page.screenshot({ path: `${SHOTS}/launch-form.png`, fullPage: true });
     await submit.click();
 
     await expect(page).toHaveURL(/\/jobs\/[0-9a-f-]{36}$/);
     await expect(page.getByTestId("job-state")).toHaveText("queued");
     await expect(page.getByTestId("queue-position")).toHaveText("#2");
+    await expect(page.getByTestId("team-position")).toHaveText("in hgx-h100 · #2 in team nlp");
     await expect(page.getByTestId("pending-reason")).toHaveText(
-      "Team nlp would exceed its quota in hgx-h100: 64 of 64 GPUs in use, this job needs 16",
+      "Team nlp would exceed its quota and borrowing limit in hgx-h100: 96 of 64 + 32 GPUs in use, this job needs 16",
     );
+    // The 32-GPU job ahead takes the borrower's place after an hour; ours waits for the filler.
+    await expect(page.getByTestId("eta")).toContainText("Starts in about 8.0 h");
+    await expect(page.getByTestId("ahead")).toContainText("e2e-ahead");
     await expect(page.getByTestId("job-events")).toContainText("Launched by alice");
     await page.screenshot({ path: `${SHOTS}/job-queued.png`, fullPage: true });
 
@@ -45,10 +53,13 @@ test.describe.serial("launch, watch the queue, cancel", () => {
     const c = await alice.post(`/api/v1/jobs/${ahead.id}/cancel`);
     expect(c.ok()).toBeTruthy();
     await expect(page.getByTestId("queue-position")).toHaveText("#1");
+    await expect(page.getByTestId("eta")).toContainText("Starts in about 1.0 h");
+    await expect(page.getByTestId("ahead-none")).toBeVisible();
     expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
+    await page.screenshot({ path: `${SHOTS}/job-queued-first.png`, fullPage: true });
 
-    // The filler is cancelled too: our job is admitted, again without a reload.
-    await alice.post(`/api/v1/jobs/${filler.id}/cancel`);
+    // The fillers are cancelled too: our job is admitted, again without a reload.
+    await alice.post(`/api/v1/jobs/${borrower.id}/cancel`);
     await expect(page.getByTestId("job-state")).toHaveText("admitted");
     expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
     await page.screenshot({ path: `${SHOTS}/job-admitted.png`, fullPage: true });

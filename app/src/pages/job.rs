@@ -10,7 +10,8 @@ use crate::error::ApiError;
 use crate::format;
 use crate::functions::{cancel_job, get_job};
 use crate::live::use_live;
-use crate::model::{Job, JobPage, JobState};
+use crate::model::{AheadJob, Job, JobPage, JobState};
+use chrono::{DateTime, Utc};
 
 #[component]
 pub fn JobDetailPage() -> impl IntoView {
@@ -45,7 +46,7 @@ fn JobBody(page: JobPage) -> impl IntoView {
     let job = page.job;
     let page_now = page.now;
     let now = move || live.now_or(page_now);
-    let headline = headline(&job);
+    let headline = headline(&job, page_now);
     let state = job.state;
     view! {
         <div class="page-head">
@@ -150,25 +151,44 @@ fn JobBody(page: JobPage) -> impl IntoView {
     }
 }
 
-/// The big first line: position and reason while queued, progress while running.
-fn headline(job: &Job) -> AnyView {
+/// The big first line: position, ETA and reason while queued, progress while running.
+fn headline(job: &Job, now: DateTime<Utc>) -> AnyView {
     match job.state {
         JobState::Queued => {
             let pos = job
                 .queue_position
                 .map(|p| format!("#{p}"))
                 .unwrap_or_else(|| "—".to_string());
+            let team_pos = job
+                .queue_position_in_team
+                .map(|p| format!("in {} · #{p} in team {}", job.pool, job.team))
+                .unwrap_or_else(|| format!("in {}", job.pool));
             let reason = job
                 .pending_reason
                 .clone()
                 .unwrap_or_else(|| "Waiting for the next admission pass.".to_string());
+            let eta = match job.eta {
+                Some(t) => format!("Starts in {}", format::wait_until(now, t)),
+                None => "No estimate: it cannot start before something changes (a quota, or jobs that would never fit)".to_string(),
+            };
+            let preempted = job.preemptions.last().map(|p| {
+                view! {
+                    <p class="preempted-note">
+                        <span class="badge state-preempted">"preempted"</span>
+                        {format!(" {} ({}); it kept its place in the queue.", p.reason, format::absolute(p.at))}
+                    </p>
+                }
+            });
             view! {
                 <div class="big-figure">
                     <span class="label">"Queue position"</span>
                     <span class="value" data-testid="queue-position">{pos}</span>
-                    <span class="muted">{format!("in {}", job.pool)}</span>
+                    <span class="muted" data-testid="team-position">{team_pos}</span>
                 </div>
+                <p class="eta" data-testid="eta">{eta}</p>
                 <p class="reason" data-testid="pending-reason">{reason}</p>
+                {preempted}
+                <AheadTable ahead=job.ahead.clone() now=now/>
             }
             .into_any()
         }
@@ -180,11 +200,7 @@ fn headline(job: &Job) -> AnyView {
         .into_any(),
         JobState::Running => view! {
             <p class="reason">
-                {format!(
-                    "Running on {} in {}.",
-                    format::gpus_nodes(job.gpus),
-                    job.pool,
-                )}
+                {format!("Running on {} in {}.", format::gpus_nodes(job.gpus), job.pool)}
             </p>
         }
         .into_any(),
@@ -198,6 +214,67 @@ fn headline(job: &Job) -> AnyView {
                 .into_any()
         }
     }
+}
+
+/// Who is ahead in the pool's queue: team, GPUs, priority and wait for all; name and owner
+/// only for the viewer's own team.
+#[component]
+fn AheadTable(ahead: Vec<AheadJob>, now: DateTime<Utc>) -> impl IntoView {
+    if ahead.is_empty() {
+        return view! { <p class="muted" data-testid="ahead-none">"Nobody is ahead of this job."</p> }.into_any();
+    }
+    let count = ahead.len();
+    let summary = format!(
+        "Who is ahead ({})",
+        if count == 1 {
+            "1 job".to_string()
+        } else {
+            format!("{count} jobs")
+        }
+    );
+    view! {
+        <details class="ahead" open=count <= 10>
+            <summary>{summary}</summary>
+            <table class="table compact" data-testid="ahead">
+                <thead>
+                    <tr>
+                        <th class="num">"#"</th>
+                        <th>"Team"</th>
+                        <th>"Job"</th>
+                        <th class="num">"GPUs"</th>
+                        <th>"Priority"</th>
+                        <th class="num">"Waiting"</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {ahead
+                        .into_iter()
+                        .map(|a| {
+                            let job = match (a.id, a.name, a.user) {
+                                (Some(id), Some(name), Some(user)) => view! {
+                                    <a href=format!("/jobs/{id}")>{name}</a>
+                                    <span class="muted">{format!(" · {user}")}</span>
+                                }
+                                    .into_any(),
+                                _ => view! { <span class="muted">"another team's job"</span> }.into_any(),
+                            };
+                            view! {
+                                <tr>
+                                    <td class="num">{a.position}</td>
+                                    <td>{a.team}</td>
+                                    <td>{job}</td>
+                                    <td class="num">{format::gpus_nodes(a.gpus)}</td>
+                                    <td>{a.priority.as_str()}</td>
+                                    <td class="num">{format::since(now, a.submitted_at)}</td>
+                                </tr>
+                            }
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+        </details>
+    }
+        .into_any()
 }
 
 fn capitalise(s: &str) -> String {

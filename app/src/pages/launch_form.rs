@@ -263,10 +263,23 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>) -> impl IntoView {
                                         1 => "1 job ahead".to_string(),
                                         n => format!("{n} jobs ahead"),
                                     };
+                                    let wait = match c.eta {
+                                        Some(t) if (t - c.now).num_seconds() < 60 => "should start any moment".to_string(),
+                                        Some(t) => format!(
+                                            "about {} wait (≈{})",
+                                            format::duration((t - c.now).num_seconds()),
+                                            t.format("%H:%M UTC"),
+                                        ),
+                                        None => "no estimate".to_string(),
+                                    };
+                                    let what = format!(
+                                        "{} in {}",
+                                        format::gpus_nodes(gpus.get_untracked()),
+                                        pool.get_untracked(),
+                                    );
                                     view! {
-                                        <span class="waits">
-                                            {format!("◷ Would queue, {ahead}. {}", c.reason.unwrap_or_default())}
-                                        </span>
+                                        <span class="waits">{format!("◷ {what}: {wait}, {ahead}.")}</span>
+                                        <span class="muted">{format!(" {}", c.reason.unwrap_or_default())}</span>
                                     }
                                         .into_any()
                                 }
