@@ -431,6 +431,14 @@ pub struct Cohort {
     pub admitted: BTreeMap<Wid, Admitted>,
 }
 
+#[derive(Clone, Copy, Debug)]
+enum QuotaStatus {
+    Fits { borrows: bool },
+    TooLarge { most: u32 },
+    BorrowingLimit { limit: u32 },
+    Cohort,
+}
+
 /// What one admission pass decided.
 #[derive(Debug, Default)]
 pub struct Cycle {
@@ -498,32 +506,18 @@ impl Cohort {
         (q.nominal + borrow).min(self.capacity.total())
     }
 
-    /// The quota check of Kueue's flavor assignment: `Ok(borrows)` or what binds.
-    pub fn quota_check(&self, team: TeamIdx, need: u32) -> Result<bool, Blocker> {
+    /// The quota check of Kueue's flavor assignment, without allocating: the hot path.
+    fn quota_status(&self, team: TeamIdx, need: u32) -> QuotaStatus {
         let q = self.quotas[team];
         let used = self.used[team];
-        let name = || self.teams[team].clone();
-        let pool = || self.capacity.name.clone();
         let most = self.most(team);
         if need > most {
-            return Err(Blocker::LargerThanQuota {
-                team: name(),
-                pool: pool(),
-                need,
-                most,
-            });
+            return QuotaStatus::TooLarge { most };
         }
         let new_used = used + need;
         if let Some(limit) = q.borrowing_limit {
             if new_used > q.nominal + limit {
-                return Err(Blocker::BorrowingLimit {
-                    team: name(),
-                    pool: pool(),
-                    used,
-                    nominal: q.nominal,
-                    limit,
-                    need,
-                });
+                return QuotaStatus::BorrowingLimit { limit };
             }
         }
         // Use beyond a queue's guaranteed part draws on the cohort's lendable quota.
@@ -536,27 +530,69 @@ impl Cohort {
             drawn += u.saturating_sub(g);
         }
         if drawn > lendable {
-            let others_unused: u32 = self
-                .quotas
-                .iter()
-                .enumerate()
-                .filter(|(j, _)| *j != team)
-                .map(|(j, qj)| {
-                    (qj.nominal - qj.guaranteed())
-                        .saturating_sub(self.used[j].saturating_sub(qj.guaranteed()))
-                })
-                .sum::<u32>()
-                .saturating_sub(self.borrowed(team));
-            return Err(Blocker::Quota {
+            return QuotaStatus::Cohort;
+        }
+        QuotaStatus::Fits {
+            borrows: new_used > q.nominal,
+        }
+    }
+
+    /// The quota check with what binds spelled out: `Ok(borrows)` or the blocker.
+    pub fn quota_check(&self, team: TeamIdx, need: u32) -> Result<bool, Blocker> {
+        let q = self.quotas[team];
+        let used = self.used[team];
+        let name = || self.teams[team].clone();
+        let pool = || self.capacity.name.clone();
+        match self.quota_status(team, need) {
+            QuotaStatus::Fits { borrows } => Ok(borrows),
+            QuotaStatus::TooLarge { most } => Err(Blocker::LargerThanQuota {
+                team: name(),
+                pool: pool(),
+                need,
+                most,
+            }),
+            QuotaStatus::BorrowingLimit { limit } => Err(Blocker::BorrowingLimit {
                 team: name(),
                 pool: pool(),
                 used,
                 nominal: q.nominal,
-                lendable: others_unused,
+                limit,
                 need,
-            });
+            }),
+            QuotaStatus::Cohort => {
+                let others_unused: u32 = self
+                    .quotas
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != team)
+                    .map(|(j, qj)| {
+                        (qj.nominal - qj.guaranteed())
+                            .saturating_sub(self.used[j].saturating_sub(qj.guaranteed()))
+                    })
+                    .sum::<u32>()
+                    .saturating_sub(self.borrowed(team));
+                Err(Blocker::Quota {
+                    team: name(),
+                    pool: pool(),
+                    used,
+                    nominal: q.nominal,
+                    lendable: others_unused,
+                    need,
+                })
+            }
         }
-        Ok(new_used > q.nominal)
+    }
+
+    /// Would `c` fit now without preempting? `Err(permanent)` if not; allocates nothing.
+    fn try_fit(&self, c: &Candidate) -> Result<Placement, bool> {
+        if c.gpus > self.capacity.total() {
+            return Err(true);
+        }
+        match self.quota_status(c.team, c.gpus) {
+            QuotaStatus::Fits { .. } => self.capacity.place(c.gpus).ok_or(false),
+            QuotaStatus::TooLarge { .. } => Err(true),
+            _ => Err(false),
+        }
     }
 
     fn capacity_blocker(&self, need: u32) -> Blocker {
@@ -673,7 +709,7 @@ impl Cohort {
             scratch.capacity.release(&a.placement);
             scratch.used[a.team] -= a.gpus;
             victims.push((a.id, cause));
-            if let Ok(p) = scratch.evaluate(c) {
+            if let Ok(p) = scratch.try_fit(c) {
                 return Some((victims, p));
             }
         }
@@ -722,13 +758,25 @@ impl Cohort {
                         .err()
                         .unwrap_or_else(|| self.capacity_blocker(c.gpus));
                     out.pending.push((c.id, b));
+                } else if all_blocked(&min_sizes, &failed) {
+                    break;
                 }
                 continue;
             }
-            let result = match self.evaluate(c) {
-                Ok(p) => Ok((Vec::new(), p)),
-                Err(b) if opts.preemption && !b.is_permanent() => self.find_preemption(c).ok_or(b),
-                Err(b) => Err(b),
+            let result = if opts.reasons {
+                match self.evaluate(c) {
+                    Ok(p) => Ok((Vec::new(), p)),
+                    Err(b) if opts.preemption && !b.is_permanent() => {
+                        self.find_preemption(c).ok_or(Some(b))
+                    }
+                    Err(b) => Err(Some(b)),
+                }
+            } else {
+                match self.try_fit(c) {
+                    Ok(p) => Ok((Vec::new(), p)),
+                    Err(false) if opts.preemption => self.find_preemption(c).ok_or(None),
+                    Err(_) => Err(None),
+                }
             };
             match result {
                 Ok((victims, p)) => {
@@ -747,7 +795,7 @@ impl Cohort {
                     if c.team < failed.len() {
                         failed[c.team] = c.gpus;
                     }
-                    if opts.reasons {
+                    if let Some(b) = b {
                         out.pending.push((c.id, b));
                     }
                     if strict {
@@ -757,12 +805,11 @@ impl Cohort {
                         run = 1;
                     }
                     // Nothing left can fit once every waiting team is blocked at its smallest request.
-                    if !opts.reasons
-                        && min_sizes
-                            .iter()
-                            .enumerate()
-                            .all(|(t, &m)| m == u32::MAX || failed.get(t).is_some_and(|&f| f <= m))
-                    {
+                    if !opts.reasons && all_blocked(&min_sizes, &failed) {
+                        break;
+                    }
+                    // Without preemption nothing fits in a full pool.
+                    if !opts.reasons && !opts.preemption && self.capacity.free() == 0 {
                         break;
                     }
                 }
@@ -770,6 +817,14 @@ impl Cohort {
         }
         out
     }
+}
+
+/// Every team with something waiting has failed at (or below) its smallest request.
+fn all_blocked(min_sizes: &[u32], failed: &[u32]) -> bool {
+    min_sizes
+        .iter()
+        .enumerate()
+        .all(|(t, &m)| m == u32::MAX || failed.get(t).is_some_and(|&f| f <= m))
 }
 
 /// When each pending workload would be admitted if nothing new arrived: running workloads end

@@ -47,7 +47,8 @@ pub struct SimState {
     views: HashMap<String, Arc<Vec<PendingWorkload>>>,
 }
 
-type Pending = (String, String, DateTime<Utc>, Change);
+/// A change and where and when it happened: (job id, pool, time, change).
+pub type Pending = (String, String, DateTime<Utc>, Change);
 
 /// A job the database says holds GPUs, to put back on its nodes after a restart.
 pub struct RestoredWorkload {
