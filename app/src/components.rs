@@ -7,6 +7,14 @@ use crate::error::{ApiError, ErrorCode};
 use crate::format;
 use crate::model::{Job, JobState};
 
+/// `false` on the server, `true` once this part of the page has hydrated in the browser
+/// (effects run only there). Rendered as `data-ready` so tests wait for live controls.
+pub fn use_ready() -> RwSignal<bool> {
+    let ready = RwSignal::new(false);
+    Effect::new(move |_| ready.set(true));
+    ready
+}
+
 /// A state as a coloured badge that also carries the word (never colour alone).
 #[component]
 pub fn StateBadge(state: JobState) -> impl IntoView {

@@ -37,7 +37,9 @@ export async function signIn(page: Page, user: string) {
   await expect(page.getByTestId("viewer")).toBeVisible();
 }
 
-/** Waits until the page has hydrated (the live stream connects only from the wasm app). */
+/** Waits until the page has hydrated: the live stream connects only from the wasm app, and
+ * interactive parts mark themselves `data-ready="true"` once their handlers are attached. */
 export async function hydrated(page: Page) {
   await expect(page.locator(".live-dot.on")).toHaveCount(1);
+  await expect(page.locator('[data-ready="false"]')).toHaveCount(0);
 }

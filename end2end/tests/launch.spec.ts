@@ -28,6 +28,7 @@ test.describe.serial("launch, watch the queue, cancel", () => {
     await expect(page.getByRole("heading", { name: "Launch a training job" })).toBeVisible();
     await page.screenshot({ path: `${SHOTS}/launch-gallery.png`, fullPage: true });
     await page.getByTestId("template-llama-3.1-8b-fsdp").click();
+    await hydrated(page);
     const submit = page.getByTestId("launch-submit");
     await expect(submit).toHaveText("Launch on 16 GPUs (2 nodes)");
     await expect(page.getByTestId("fit-line")).toContainText("16 GPUs (2 nodes) in hgx-h100: about 8.0 h wait");
@@ -36,6 +37,7 @@ test.describe.serial("launch, watch the queue, cancel", () => {
     await submit.click();
 
     await expect(page).toHaveURL(/\/jobs\/[0-9a-f-]{36}$/);
+    await hydrated(page);
     await expect(page.getByTestId("job-state")).toHaveText("queued");
     await expect(page.getByTestId("queue-position")).toHaveText("#2");
     await expect(page.getByTestId("team-position")).toHaveText("in hgx-h100 · #2 in team nlp");

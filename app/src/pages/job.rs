@@ -289,6 +289,7 @@ fn capitalise(s: &str) -> String {
 #[component]
 pub fn CancelButton(job: Job) -> impl IntoView {
     let live = use_live();
+    let ready = crate::components::use_ready();
     let confirming = RwSignal::new(false);
     let error = RwSignal::new(None::<ApiError>);
     let cancel = Action::new(move |id: &String| {
@@ -319,7 +320,7 @@ pub fn CancelButton(job: Job) -> impl IntoView {
         job.pool
     );
     view! {
-        <span class="cancel">
+        <span class="cancel" data-ready=move || ready.get().to_string()>
             <Show
                 when=move || confirming.get()
                 fallback=move || {

@@ -82,6 +82,7 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>) -> impl IntoView {
         .collect();
     let values = StoredValue::new(values);
     let server_error = RwSignal::new(None::<ApiError>);
+    let ready = crate::components::use_ready();
     let key = StoredValue::new(String::new());
     Effect::new(move |_| key.set_value(new_idempotency_key()));
 
@@ -190,7 +191,12 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>) -> impl IntoView {
                     </dd>
                 </dl>
             </aside>
-            <form class="panel launch-form" on:submit=on_submit novalidate>
+            <form
+                class="panel launch-form"
+                on:submit=on_submit
+                novalidate
+                data-ready=move || ready.get().to_string()
+            >
                 <fieldset class="segmented">
                     <legend>"GPUs"</legend>
                     {allowed

@@ -216,6 +216,9 @@ pub struct Queue {
     keys: HashMap<Wid, QueueKey>,
     /// Per team: GPU count → how many pending workloads ask for it.
     sizes: Vec<BTreeMap<u32, usize>>,
+    /// The same workloads by class (team, GPUs), each class in queue order. Every workload of
+    /// a class meets the same quota and room, so a pass can skip a whole class at once.
+    classes: BTreeMap<(TeamIdx, u32), std::collections::BTreeSet<QueueKey>>,
 }
 
 impl Queue {
@@ -227,6 +230,10 @@ impl Queue {
             self.sizes.resize_with(c.team + 1, BTreeMap::new);
         }
         *self.sizes[c.team].entry(c.gpus).or_default() += 1;
+        self.classes
+            .entry((c.team, c.gpus))
+            .or_default()
+            .insert(c.key());
         self.keys.insert(c.id, c.key());
         self.items.insert(c.key(), c);
     }
@@ -234,6 +241,12 @@ impl Queue {
     pub fn remove(&mut self, id: Wid) -> Option<Candidate> {
         let key = self.keys.remove(&id)?;
         let c = self.items.remove(&key)?;
+        if let Some(class) = self.classes.get_mut(&(c.team, c.gpus)) {
+            class.remove(&key);
+            if class.is_empty() {
+                self.classes.remove(&(c.team, c.gpus));
+            }
+        }
         let sizes = &mut self.sizes[c.team];
         if let Some(n) = sizes.get_mut(&c.gpus) {
             *n -= 1;
@@ -431,6 +444,14 @@ pub struct Cohort {
     pub admitted: BTreeMap<Wid, Admitted>,
 }
 
+/// Why a workload did not fit, in brief.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Miss {
+    Never,
+    Quota,
+    Room,
+}
+
 #[derive(Clone, Copy, Debug)]
 enum QuotaStatus {
     Fits { borrows: bool },
@@ -584,14 +605,14 @@ impl Cohort {
     }
 
     /// Would `c` fit now without preempting? `Err(permanent)` if not; allocates nothing.
-    fn try_fit(&self, c: &Candidate) -> Result<Placement, bool> {
+    fn try_fit(&self, c: &Candidate) -> Result<Placement, Miss> {
         if c.gpus > self.capacity.total() {
-            return Err(true);
+            return Err(Miss::Never);
         }
         match self.quota_status(c.team, c.gpus) {
-            QuotaStatus::Fits { .. } => self.capacity.place(c.gpus).ok_or(false),
-            QuotaStatus::TooLarge { .. } => Err(true),
-            _ => Err(false),
+            QuotaStatus::Fits { .. } => self.capacity.place(c.gpus).ok_or(Miss::Room),
+            QuotaStatus::TooLarge { .. } => Err(Miss::Never),
+            _ => Err(Miss::Quota),
         }
     }
 
@@ -718,6 +739,97 @@ impl Cohort {
 
     /// One admission pass over `queue` (in queue order) at time `at`.
     pub fn cycle(&mut self, queue: &Queue, at: DateTime<Utc>, opts: CycleOptions) -> Cycle {
+        if !opts.reasons && self.capacity.strategy == QueueingStrategy::BestEffortFifo {
+            return self.cycle_by_class(queue, at, opts);
+        }
+        self.cycle_in_order(queue, at, opts)
+    }
+
+    /// The same pass as [`Self::cycle_in_order`] without explanations, walking the queue as a
+    /// merge of its classes (team, GPUs): a class that failed is dropped whole, as is every
+    /// class at least as large as a request that found no room. The result is the same; the
+    /// work no longer grows with the jobs that cannot fit.
+    fn cycle_by_class(&mut self, queue: &Queue, at: DateTime<Utc>, opts: CycleOptions) -> Cycle {
+        use std::collections::BinaryHeap;
+        use std::ops::Bound::{Excluded, Unbounded};
+        let mut out = Cycle::default();
+        let classes: Vec<(&(TeamIdx, u32), &std::collections::BTreeSet<QueueKey>)> =
+            queue.classes.iter().collect();
+        let mut heap: BinaryHeap<Reverse<(QueueKey, usize)>> = classes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, keys))| keys.iter().next().map(|k| Reverse((*k, i))))
+            .collect();
+        // Quota only shrinks within a pass and priority only falls, so a class that failed
+        // stays failed; room only shrinks, so no request at least `no_room` large fits.
+        let mut failed_team: Vec<u32> = vec![u32::MAX; self.teams.len()];
+        let mut no_room = u32::MAX;
+        while let Some(Reverse((key, i))) = heap.pop() {
+            let &(team, gpus) = classes[i].0;
+            if gpus >= no_room || failed_team.get(team).is_some_and(|&f| gpus >= f) {
+                continue; // the whole class is out of this pass
+            }
+            let c = &queue.items[&key];
+            let next = |heap: &mut BinaryHeap<Reverse<(QueueKey, usize)>>| {
+                if let Some(k) = classes[i].1.range((Excluded(key), Unbounded)).next() {
+                    heap.push(Reverse((*k, i)));
+                }
+            };
+            match self.try_fit(c) {
+                Ok(p) => {
+                    self.admit(c, p.clone(), at);
+                    out.admitted.push((c.id, p));
+                    next(&mut heap);
+                }
+                Err(miss) => {
+                    let preempt = if miss != Miss::Never && opts.preemption {
+                        self.find_preemption(c)
+                    } else {
+                        None
+                    };
+                    match preempt {
+                        Some((victims, p)) => {
+                            for (id, cause) in victims {
+                                self.release(id);
+                                out.preempted.push((id, cause));
+                            }
+                            self.admit(c, p.clone(), at);
+                            out.admitted.push((c.id, p));
+                            // Room came back: every class is in play again from here on.
+                            failed_team.iter_mut().for_each(|f| *f = u32::MAX);
+                            no_room = u32::MAX;
+                            heap = classes
+                                .iter()
+                                .enumerate()
+                                .filter_map(|(j, (_, keys))| {
+                                    keys.range((Excluded(key), Unbounded))
+                                        .next()
+                                        .map(|k| Reverse((*k, j)))
+                                })
+                                .collect();
+                        }
+                        None => match miss {
+                            // Another team may still preempt its way in, so with preemption
+                            // only this team's class is out.
+                            Miss::Room if !opts.preemption => no_room = no_room.min(gpus),
+                            Miss::Room | Miss::Quota => {
+                                if let Some(f) = failed_team.get_mut(team) {
+                                    *f = (*f).min(gpus);
+                                }
+                            }
+                            Miss::Never => {
+                                next(&mut heap);
+                            }
+                        },
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// One admission pass walking the queue in order, explaining what stays pending if asked.
+    fn cycle_in_order(&mut self, queue: &Queue, at: DateTime<Utc>, opts: CycleOptions) -> Cycle {
         let mut out = Cycle::default();
         let strict = self.capacity.strategy == QueueingStrategy::StrictFifo;
         let min_sizes = queue.min_sizes();
@@ -758,7 +870,9 @@ impl Cohort {
                         .err()
                         .unwrap_or_else(|| self.capacity_blocker(c.gpus));
                     out.pending.push((c.id, b));
-                } else if all_blocked(&min_sizes, &failed) {
+                } else if all_blocked(&min_sizes, &failed)
+                    || (!opts.preemption && self.capacity.free() == 0)
+                {
                     break;
                 }
                 continue;
@@ -774,7 +888,8 @@ impl Cohort {
             } else {
                 match self.try_fit(c) {
                     Ok(p) => Ok((Vec::new(), p)),
-                    Err(false) if opts.preemption => self.find_preemption(c).ok_or(None),
+                    Err(Miss::Never) => Err(None),
+                    Err(_) if opts.preemption => self.find_preemption(c).ok_or(None),
                     Err(_) => Err(None),
                 }
             };
@@ -787,6 +902,10 @@ impl Cohort {
                     }
                     self.admit(c, p.clone(), at);
                     out.admitted.push((c.id, p));
+                    // Without preemption nothing more fits in a full pool.
+                    if !opts.reasons && !opts.preemption && self.capacity.free() == 0 {
+                        break;
+                    }
                     if preempted {
                         failed.iter_mut().for_each(|f| *f = u32::MAX);
                     }

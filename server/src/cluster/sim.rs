@@ -253,17 +253,40 @@ impl SimState {
             .get(pool)
             .ok_or_else(|| ClusterError::UnknownPool(pool.to_string()))?;
         let queue = &self.queues[pool];
-        // A dry pass over the present state explains every pending workload (the last real
-        // pass admitted all it could, so this one admits nothing).
-        let mut dry = co.clone();
-        let cycle = dry.cycle(
-            queue,
-            now,
-            CycleOptions {
-                preemption: false,
-                reasons: true,
-            },
-        );
+        // Why each waits, from the present state (the last real pass admitted all it could).
+        // Under BestEffortFIFO nothing is admitted between the workloads of a dry pass, so a
+        // workload's reason depends only on its team and size: explain each class once.
+        // StrictFIFO reasons depend on the place in line: explain each workload.
+        let reasons: HashMap<Wid, (String, bool)> =
+            if co.capacity.strategy == QueueingStrategy::BestEffortFifo {
+                let mut by_class: HashMap<(usize, u32), (String, bool)> = HashMap::new();
+                queue
+                    .iter()
+                    .map(|c| {
+                        let r = by_class.entry((c.team, c.gpus)).or_insert_with(|| {
+                            match co.evaluate(c) {
+                                Ok(_) => ("Being admitted".to_string(), false),
+                                Err(b) => (b.sentence(), b.is_permanent()),
+                            }
+                        });
+                        (c.id, r.clone())
+                    })
+                    .collect()
+            } else {
+                let mut dry = co.clone();
+                dry.cycle(
+                    queue,
+                    now,
+                    CycleOptions {
+                        preemption: false,
+                        reasons: true,
+                    },
+                )
+                .pending
+                .into_iter()
+                .map(|(id, b)| (id, (b.sentence(), b.is_permanent())))
+                .collect()
+            };
         let ends: HashMap<Wid, DateTime<Utc>> = co
             .admitted
             .values()
@@ -282,13 +305,15 @@ impl SimState {
             Duration::days(ETA_HORIZON_DAYS),
         );
         let mut per_team: HashMap<&str, u32> = HashMap::new();
-        let reasons: HashMap<Wid, Blocker> = cycle.pending.into_iter().collect();
         let mut list = Vec::with_capacity(queue.len());
         for (pos, c) in queue.iter().enumerate() {
             let spec = &self.specs[&c.id];
             let team_pos = per_team.entry(spec.team.as_str()).or_default();
             *team_pos += 1;
-            let blocker = reasons.get(&c.id);
+            let (reason, never) = reasons
+                .get(&c.id)
+                .cloned()
+                .unwrap_or_else(|| ("Being admitted".to_string(), false));
             list.push(PendingWorkload {
                 job_id: spec.job_id.clone(),
                 team: spec.team.clone(),
@@ -297,12 +322,8 @@ impl SimState {
                 submitted_at: spec.submitted_at,
                 position_in_pool: pos as u32 + 1,
                 position_in_team: *team_pos,
-                reason: blocker.map_or_else(|| "Being admitted".to_string(), Blocker::sentence),
-                eta: if blocker.is_some_and(Blocker::is_permanent) {
-                    None
-                } else {
-                    eta.get(&c.id).copied()
-                },
+                reason,
+                eta: if never { None } else { eta.get(&c.id).copied() },
             });
         }
         let view = Arc::new(list);
