@@ -7,7 +7,7 @@ WASM_BINDGEN_VERSION := 0.2.130
 export RUSTFLAGS := --cfg erase_components
 E2E_PORT ?= 3100
 
-.PHONY: run test setup setup-browser build lint unit e2e clean-e2e
+.PHONY: run test bench setup setup-browser build lint unit e2e
 
 ## run: build and start Gantry on the embedded default at http://127.0.0.1:3000
 run: setup build
@@ -15,6 +15,10 @@ run: setup build
 
 ## test: every test — formatting, lints, unit and integration (SQLite and Postgres), browser
 test: setup setup-browser lint unit build e2e
+
+## bench: queue benchmarks (Kueue's baseline replay, 10k-queue recompute), printed as figures
+bench:
+	cargo bench -p server --bench queue
 
 setup:
 	@rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
