@@ -70,7 +70,16 @@ pub fn wait_until(now: DateTime<Utc>, eta: DateTime<Utc>) -> String {
     if secs < 60 {
         "any moment now".to_string()
     } else {
-        format!("about {} (≈{})", duration(secs), eta.format("%H:%M UTC"))
+        format!("about {} (≈{})", duration(secs), clock_time(now, eta))
+    }
+}
+
+/// "14:20 UTC" today, "Nov 30 14:20 UTC" on another day.
+pub fn clock_time(now: DateTime<Utc>, t: DateTime<Utc>) -> String {
+    if t.date_naive() == now.date_naive() {
+        t.format("%H:%M UTC").to_string()
+    } else {
+        t.format("%b %-d %H:%M UTC").to_string()
     }
 }
 
@@ -107,5 +116,9 @@ mod tests {
             "about 40 min (≈14:20 UTC)"
         );
         assert_eq!(wait_until(now, now), "any moment now");
+        assert_eq!(
+            wait_until(now, now + chrono::Duration::hours(26)),
+            "about 26 h (≈Nov 30 15:40 UTC)"
+        );
     }
 }

@@ -111,6 +111,9 @@ pub struct SimConfig {
     pub time_scale: f64,
     /// Seconds (sim time) from admission until the pods of a job run.
     pub startup_s: u64,
+    /// Pools that queue in Kueue's `StrictFIFO` order; the others use `BestEffortFIFO`.
+    #[serde(default)]
+    pub strict_fifo_pools: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -151,6 +154,7 @@ impl Default for Config {
                 clock: ClockMode::Scaled,
                 time_scale: 60.0,
                 startup_s: 30,
+                strict_fifo_pools: Vec::new(),
             },
             auth: AuthConfig {
                 dev_login: true,

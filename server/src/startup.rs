@@ -94,12 +94,26 @@ async fn build_sim(config: &Config, db: &Db) -> anyhow::Result<Arc<SimCluster>> 
         .await?
         .into_iter()
         .map(|p| PoolSpec {
-            strategy: QueueingStrategy::parse(&p.strategy).unwrap_or_default(),
+            strategy: if config.sim.strict_fifo_pools.contains(&p.name) {
+                QueueingStrategy::StrictFifo
+            } else {
+                QueueingStrategy::parse(&p.strategy).unwrap_or_default()
+            },
             name: p.name,
             gpu_model: p.gpu_model,
             nodes: p.nodes,
         })
         .collect();
+    if let Some(unknown) = config
+        .sim
+        .strict_fifo_pools
+        .iter()
+        .find(|n| !pools.iter().any(|p| &p.name == *n))
+    {
+        anyhow::bail!(
+            "invalid configuration: sim.strict_fifo_pools: there is no pool named '{unknown}'"
+        );
+    }
     Ok(Arc::new(SimCluster::new(
         clock,
         config.sim.startup_s,

@@ -92,7 +92,11 @@ struct App {
 
 impl App {
     async fn start(db: &Database) -> App {
-        let running = start(config(&db.url), leptos_options())
+        App::start_with(config(&db.url)).await
+    }
+
+    async fn start_with(config: Config) -> App {
+        let running = start(config, leptos_options())
             .await
             .expect("server starts");
         App {
@@ -218,7 +222,39 @@ on_both!(
     sim_clock_runs_jobs_to_completion,
     restart_keeps_jobs_states_and_positions,
     catalog_lists_templates_and_pools,
+    strict_fifo_pool_blocks_behind_its_head,
 );
+
+async fn strict_fifo_pool_blocks_behind_its_head(t: Target) {
+    let db = fresh_database(t).await;
+    let mut c = config(&db.url);
+    c.sim.strict_fifo_pools = vec!["hgx-h200".into()];
+    let app = App::start_with(c).await;
+    let alice = app.client("alice").await;
+    let dave = app.client("dave").await;
+    let lora =
+        |gpus: u32| json!({ "template": "llama-3.1-70b-lora", "gpus": gpus, "pool": "hgx-h200" });
+    alice.launch(lora(16)).await;
+    // nlp may hold 16 + 8 in hgx-h200: this one waits at the head of the queue
+    let head = alice.launch(lora(16)).await;
+    assert_eq!(head["state"], "queued");
+    // 8 GPUs are free and vision has quota, but StrictFIFO keeps it behind the head
+    let behind = dave.launch(lora(8)).await;
+    assert_eq!(behind["state"], "queued", "{behind}");
+    assert_eq!(
+        behind["pending_reason"],
+        "Waiting behind 1 earlier job in hgx-h200, which queues in strict FIFO order"
+    );
+    // the head leaves: the job behind it is admitted
+    let hid = head["id"].as_str().unwrap();
+    alice
+        .post(&format!("/api/v1/jobs/{hid}/cancel"), json!({}))
+        .await;
+    let bid = behind["id"].as_str().unwrap();
+    let (_, b) = dave.get(&format!("/api/v1/jobs/{bid}")).await;
+    assert_eq!(b["state"], "admitted");
+    finish(app, db).await;
+}
 
 async fn health_and_readiness(t: Target) {
     let db = fresh_database(t).await;

@@ -128,6 +128,12 @@ pub fn QuotaBars(quotas: Vec<QuotaUse>) -> impl IntoView {
                                 <span>{format!("{} in {}", q.team, q.pool)}</span>
                                 <span class="num">
                                     {format!("{} / {} GPUs of quota", q.used_gpus, q.nominal_gpus)}
+                                    {match (q.borrowed_gpus, q.borrowing_limit_gpus) {
+                                        (b, _) if b > 0 => format!(" · {b} borrowed"),
+                                        (_, Some(0)) => String::new(),
+                                        (_, Some(l)) => format!(" · may borrow {l} more"),
+                                        (_, None) => " · may borrow unused quota".to_string(),
+                                    }}
                                 </span>
                             </div>
                             <div

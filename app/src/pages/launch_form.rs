@@ -274,7 +274,7 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>) -> impl IntoView {
                                         Some(t) => format!(
                                             "about {} wait (≈{})",
                                             format::duration((t - c.now).num_seconds()),
-                                            t.format("%H:%M UTC"),
+                                            format::clock_time(c.now, t),
                                         ),
                                         None => "no estimate".to_string(),
                                     };

@@ -36,6 +36,30 @@ use chrono::{DateTime, Utc};
 
 /// A workload's id inside the admission rules (the sim maps job ids to these).
 pub type Wid = u64;
+
+/// Hashing for workload ids: small unique integers, so one multiply spreads them well
+/// (SipHash's protection against chosen keys buys nothing here and costs the hot paths).
+#[derive(Clone, Copy, Default)]
+pub struct WidHasher(u64);
+
+impl std::hash::Hasher for WidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A map keyed by workload id.
+pub type WidMap<V> = HashMap<Wid, V, std::hash::BuildHasherDefault<WidHasher>>;
 /// A team's index in its cohort.
 pub type TeamIdx = usize;
 
@@ -213,7 +237,7 @@ pub fn queue_order(a: &Candidate, b: &Candidate) -> Ordering {
 #[derive(Clone, Debug, Default)]
 pub struct Queue {
     items: BTreeMap<QueueKey, Candidate>,
-    keys: HashMap<Wid, QueueKey>,
+    keys: WidMap<QueueKey>,
     /// Per team: GPU count → how many pending workloads ask for it.
     sizes: Vec<BTreeMap<u32, usize>>,
     /// The same workloads by class (team, GPUs), each class in queue order. Every workload of
@@ -953,15 +977,15 @@ fn all_blocked(min_sizes: &[u32], failed: &[u32]) -> bool {
 pub fn forecast(
     cohort: &Cohort,
     queue: &Queue,
-    ends: &HashMap<Wid, DateTime<Utc>>,
-    runtimes: &HashMap<Wid, i64>,
+    ends: &WidMap<DateTime<Utc>>,
+    runtimes: &WidMap<i64>,
     now: DateTime<Utc>,
     horizon: chrono::Duration,
-) -> HashMap<Wid, DateTime<Utc>> {
+) -> WidMap<DateTime<Utc>> {
     use std::collections::BinaryHeap;
     let mut co = cohort.clone();
     let mut queue = queue.clone();
-    let mut eta = HashMap::new();
+    let mut eta = WidMap::default();
     let mut heap: BinaryHeap<Reverse<(DateTime<Utc>, Wid)>> = co
         .admitted
         .keys()

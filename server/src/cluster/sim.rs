@@ -14,7 +14,7 @@ use chrono::{DateTime, Duration, Utc};
 use tokio::sync::mpsc;
 
 use super::admission::{
-    forecast, Blocker, Candidate, Cohort, CycleOptions, PoolCapacity, Queue, Quota, Wid,
+    forecast, Blocker, Candidate, Cohort, CycleOptions, PoolCapacity, Queue, Quota, Wid, WidMap,
 };
 use super::*;
 use crate::clock::Clock;
@@ -38,7 +38,7 @@ pub struct SimState {
     cohorts: BTreeMap<String, Cohort>,
     queues: BTreeMap<String, Queue>,
     gpu_models: HashMap<String, String>,
-    specs: HashMap<Wid, WorkloadSpec>,
+    specs: WidMap<WorkloadSpec>,
     wids: HashMap<String, Wid>,
     next_wid: Wid,
     /// Admitted workloads whose pods run.
@@ -257,42 +257,34 @@ impl SimState {
         // Under BestEffortFIFO nothing is admitted between the workloads of a dry pass, so a
         // workload's reason depends only on its team and size: explain each class once.
         // StrictFIFO reasons depend on the place in line: explain each workload.
-        let reasons: HashMap<Wid, (String, bool)> =
-            if co.capacity.strategy == QueueingStrategy::BestEffortFifo {
-                let mut by_class: HashMap<(usize, u32), (String, bool)> = HashMap::new();
-                queue
-                    .iter()
-                    .map(|c| {
-                        let r = by_class.entry((c.team, c.gpus)).or_insert_with(|| {
-                            match co.evaluate(c) {
-                                Ok(_) => ("Being admitted".to_string(), false),
-                                Err(b) => (b.sentence(), b.is_permanent()),
-                            }
-                        });
-                        (c.id, r.clone())
-                    })
-                    .collect()
-            } else {
-                let mut dry = co.clone();
-                dry.cycle(
-                    queue,
-                    now,
-                    CycleOptions {
-                        preemption: false,
-                        reasons: true,
-                    },
-                )
-                .pending
-                .into_iter()
-                .map(|(id, b)| (id, (b.sentence(), b.is_permanent())))
-                .collect()
+        let strict = co.capacity.strategy == QueueingStrategy::StrictFifo;
+        let mut by_class: HashMap<(usize, u32), (String, bool)> = HashMap::new();
+        let mut by_workload: WidMap<(String, bool)> = WidMap::default();
+        if strict {
+            let mut dry = co.clone();
+            let opts = CycleOptions {
+                preemption: false,
+                reasons: true,
             };
-        let ends: HashMap<Wid, DateTime<Utc>> = co
+            for (id, b) in dry.cycle(queue, now, opts).pending {
+                by_workload.insert(id, (b.sentence(), b.is_permanent()));
+            }
+        } else {
+            for c in queue.iter() {
+                by_class
+                    .entry((c.team, c.gpus))
+                    .or_insert_with(|| match co.evaluate(c) {
+                        Ok(_) => ("Being admitted".to_string(), false),
+                        Err(b) => (b.sentence(), b.is_permanent()),
+                    });
+            }
+        }
+        let ends: WidMap<DateTime<Utc>> = co
             .admitted
             .values()
             .map(|a| (a.id, self.ends_at(a.id, a.admitted_at)))
             .collect();
-        let runtimes: HashMap<Wid, i64> = queue
+        let runtimes: WidMap<i64> = queue
             .iter()
             .map(|c| (c.id, self.specs[&c.id].max_runtime_s as i64))
             .collect();
@@ -310,8 +302,12 @@ impl SimState {
             let spec = &self.specs[&c.id];
             let team_pos = per_team.entry(spec.team.as_str()).or_default();
             *team_pos += 1;
-            let (reason, never) = reasons
-                .get(&c.id)
+            let explained = if strict {
+                by_workload.get(&c.id)
+            } else {
+                by_class.get(&(c.team, c.gpus))
+            };
+            let (reason, never) = explained
                 .cloned()
                 .unwrap_or_else(|| ("Being admitted".to_string(), false));
             list.push(PendingWorkload {
@@ -413,12 +409,12 @@ impl SimState {
         let blocker = cycle.pending.get(pos).map(|(_, b)| b.clone());
         let ahead = queue.iter().take_while(|c| c.id != probe).count() as u32;
         let never = blocker.as_ref().is_some_and(Blocker::is_permanent);
-        let ends: HashMap<Wid, DateTime<Utc>> = co
+        let ends: WidMap<DateTime<Utc>> = co
             .admitted
             .values()
             .map(|a| (a.id, self.ends_at(a.id, a.admitted_at)))
             .collect();
-        let mut runtimes: HashMap<Wid, i64> = queue
+        let mut runtimes: WidMap<i64> = queue
             .iter()
             .filter(|c| c.id != probe)
             .map(|c| (c.id, self.specs[&c.id].max_runtime_s as i64))

@@ -430,10 +430,12 @@ fn forecast_gives_exact_etas_for_known_runtimes() {
         .queued("b", "nlp", 8)
         .queued("c", "nlp", 8);
     let now = t0() + chrono::Duration::hours(1);
-    let ends: HashMap<Wid, DateTime<Utc>> =
-        [(s.id("r"), now + chrono::Duration::minutes(30))].into();
-    let runtimes: HashMap<Wid, i64> =
-        [(s.id("a"), 3600), (s.id("b"), 600), (s.id("c"), 600)].into();
+    let ends: WidMap<DateTime<Utc>> = [(s.id("r"), now + chrono::Duration::minutes(30))]
+        .into_iter()
+        .collect();
+    let runtimes: WidMap<i64> = [(s.id("a"), 3600), (s.id("b"), 600), (s.id("c"), 600)]
+        .into_iter()
+        .collect();
     let eta = forecast(
         &s.co,
         &s.queue,
