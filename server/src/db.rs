@@ -362,25 +362,36 @@ impl Db {
 
     /// id → (name, user) for the given jobs.
     pub async fn job_names(&self, ids: &[&str]) -> Result<HashMap<String, (String, String)>> {
-        let mut out = HashMap::new();
+        let rows = self
+            .rows_for_ids(
+                "SELECT job_id, name, user_id FROM job WHERE job_id IN ({ids})",
+                ids,
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("job_id")?,
+                    (r.try_get("name")?, r.try_get("user_id")?),
+                ))
+            })
+            .collect()
+    }
+
+    /// Runs `sql` (with `{ids}` where the placeholders go) over `ids` in chunks the
+    /// databases accept, and returns every row.
+    async fn rows_for_ids(&self, sql: &str, ids: &[&str]) -> Result<Vec<AnyRow>> {
+        let mut rows = Vec::new();
         for chunk in ids.chunks(200) {
             let marks: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
-            let sql = format!(
-                "SELECT job_id, name, user_id FROM job WHERE job_id IN ({})",
-                marks.join(", ")
-            );
+            let sql = sql.replace("{ids}", &marks.join(", "));
             let mut q = sqlx::query(&sql);
             for id in chunk {
                 q = q.bind(*id);
             }
-            for r in q.fetch_all(&self.pool).await.map_err(map_err)? {
-                out.insert(
-                    r.try_get("job_id")?,
-                    (r.try_get("name")?, r.try_get("user_id")?),
-                );
-            }
+            rows.extend(q.fetch_all(&self.pool).await.map_err(map_err)?);
         }
-        Ok(out)
+        Ok(rows)
     }
 
     // ---- templates ----------------------------------------------------------------------
@@ -558,24 +569,19 @@ impl Db {
     }
 
     pub async fn events_for(&self, job_ids: &[&str]) -> Result<HashMap<String, Vec<JobEvent>>> {
+        let rows = self
+            .rows_for_ids(
+                "SELECT job_id, at, kind, reason FROM job_event WHERE job_id IN ({ids}) ORDER BY at, job_event_id",
+                job_ids,
+            )
+            .await?;
         let mut out: HashMap<String, Vec<JobEvent>> = HashMap::new();
-        for chunk in job_ids.chunks(200) {
-            let marks: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
-            let sql = format!(
-                "SELECT job_id, at, kind, reason FROM job_event WHERE job_id IN ({}) ORDER BY at, job_event_id",
-                marks.join(", ")
-            );
-            let mut q = sqlx::query(&sql);
-            for id in chunk {
-                q = q.bind(*id);
-            }
-            for r in q.fetch_all(&self.pool).await.map_err(map_err)? {
-                out.entry(r.try_get("job_id")?).or_default().push(JobEvent {
-                    at: from_ms(r.try_get("at")?),
-                    kind: r.try_get("kind")?,
-                    reason: r.try_get("reason")?,
-                });
-            }
+        for r in rows {
+            out.entry(r.try_get("job_id")?).or_default().push(JobEvent {
+                at: from_ms(r.try_get("at")?),
+                kind: r.try_get("kind")?,
+                reason: r.try_get("reason")?,
+            });
         }
         Ok(out)
     }
