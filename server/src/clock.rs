@@ -56,10 +56,6 @@ impl Clock {
             Clock::Scaled { .. } => None,
         }
     }
-
-    pub fn is_manual(&self) -> bool {
-        matches!(self, Clock::Manual(_))
-    }
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@
 //!   later ones that fit. `StrictFIFO`: the head blocks everything behind it
 //!   (<https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#queueing-strategy>).
 
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
@@ -229,10 +229,6 @@ impl Candidate {
     }
 }
 
-pub fn queue_order(a: &Candidate, b: &Candidate) -> Ordering {
-    a.key().cmp(&b.key())
-}
-
 /// The pending workloads of one pool in queue order, with the sizes each team waits for.
 #[derive(Clone, Debug, Default)]
 pub struct Queue {
@@ -279,14 +275,6 @@ impl Queue {
             }
         }
         Some(c)
-    }
-
-    pub fn contains(&self, id: Wid) -> bool {
-        self.keys.contains_key(&id)
-    }
-
-    pub fn get(&self, id: Wid) -> Option<&Candidate> {
-        self.keys.get(&id).and_then(|k| self.items.get(k))
     }
 
     pub fn len(&self) -> usize {

@@ -455,10 +455,6 @@ impl SimCluster {
         }
     }
 
-    pub fn is_manual(&self) -> bool {
-        self.clock.is_manual()
-    }
-
     /// Runs `f` on the state at the clock's present, then sends what changed.
     fn with_state<T>(
         &self,
