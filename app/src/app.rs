@@ -4,7 +4,7 @@ use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
 use leptos_router::{
     components::{Route, Router, Routes, A},
-    path,
+    path, SsrMode,
 };
 
 use crate::error::ApiError;
@@ -51,13 +51,16 @@ pub fn App() -> impl IntoView {
         <Router>
             <NavBar/>
             <main id="main">
+                // Async: each page is sent whole, with its data, so hydration never starts
+                // while a nested Suspense is still streaming in (that race left the Launch
+                // form without its handlers now and then).
                 <Routes fallback=|| view! { <NotFound/> }>
-                    <Route path=path!("/") view=HomePage/>
-                    <Route path=path!("/login") view=LoginPage/>
-                    <Route path=path!("/launch") view=LaunchGallery/>
-                    <Route path=path!("/launch/:template") view=LaunchFormPage/>
-                    <Route path=path!("/jobs") view=JobsPage/>
-                    <Route path=path!("/jobs/:id") view=JobDetailPage/>
+                    <Route path=path!("/") view=HomePage ssr=SsrMode::Async/>
+                    <Route path=path!("/login") view=LoginPage ssr=SsrMode::Async/>
+                    <Route path=path!("/launch") view=LaunchGallery ssr=SsrMode::Async/>
+                    <Route path=path!("/launch/:template") view=LaunchFormPage ssr=SsrMode::Async/>
+                    <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async/>
+                    <Route path=path!("/jobs/:id") view=JobDetailPage ssr=SsrMode::Async/>
                 </Routes>
             </main>
         </Router>
