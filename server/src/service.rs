@@ -408,7 +408,7 @@ impl Portal {
     async fn queues_for(
         &self,
         rows: &[JobRow],
-    ) -> Result<HashMap<String, Vec<PendingWorkload>>, ApiError> {
+    ) -> Result<HashMap<String, std::sync::Arc<Vec<PendingWorkload>>>, ApiError> {
         let mut pools: Vec<&str> = rows
             .iter()
             .filter(|r| r.state == JobState::Queued)

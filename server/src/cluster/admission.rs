@@ -962,38 +962,106 @@ fn all_blocked(min_sizes: &[u32], failed: &[u32]) -> bool {
 /// at their max runtime, pending ones are admitted in order by the same rules (without
 /// preemption, an approximation stated on the page: "about"). Workloads not admitted within
 /// `horizon` get no estimate.
+///
+/// Each step is the pass [`Cohort::cycle`] makes without preemption, walked over the queue's
+/// classes (team, GPUs) in queue order. Every workload of a class meets the same quota and room, and a class
+/// that misses is out for the rest of the pass, so a class is only ever admitted from its
+/// front: a cursor per class stands in for a copy of the queue that admitted workloads are
+/// removed from. `forecast_matches_a_replay_of_admission_passes` checks the two agree.
 pub fn forecast(
     cohort: &Cohort,
     queue: &Queue,
     ends: &WidMap<DateTime<Utc>>,
-    runtimes: &WidMap<i64>,
+    runtime: impl Fn(Wid) -> i64,
     now: DateTime<Utc>,
     horizon: chrono::Duration,
 ) -> WidMap<DateTime<Utc>> {
     use std::collections::BinaryHeap;
+    struct Class<'a> {
+        team: TeamIdx,
+        gpus: u32,
+        head: Option<QueueKey>,
+        rest: std::collections::btree_set::Iter<'a, QueueKey>,
+    }
     let mut co = cohort.clone();
-    let mut queue = queue.clone();
-    let mut eta = WidMap::default();
+    let mut classes: Vec<Class> = queue
+        .classes
+        .iter()
+        .map(|(&(team, gpus), keys)| {
+            let mut rest = keys.iter();
+            Class {
+                team,
+                gpus,
+                head: rest.next().copied(),
+                rest,
+            }
+        })
+        .collect();
+    let mut eta = WidMap::with_capacity_and_hasher(queue.len(), Default::default());
     let mut heap: BinaryHeap<Reverse<(DateTime<Utc>, Wid)>> = co
         .admitted
         .keys()
         .map(|id| Reverse((ends.get(id).copied().unwrap_or(now).max(now), *id)))
         .collect();
     let limit = now + horizon;
-    let opts = CycleOptions {
-        preemption: false,
-        reasons: false,
-    };
+    let mut left = queue.len();
+    let mut failed_team: Vec<u32> = Vec::new();
+    let strict = co.capacity.strategy == QueueingStrategy::StrictFifo;
     let mut t = now;
     loop {
-        let cycle = co.cycle(&queue, t, opts);
-        for (id, _) in cycle.admitted {
-            queue.remove(id);
-            eta.insert(id, t);
-            let run = runtimes.get(&id).copied().unwrap_or(0).max(1);
-            heap.push(Reverse((t + chrono::Duration::seconds(run), id)));
+        // One pass at `t`, as `Cohort::cycle` makes it without preemption.
+        failed_team.clear();
+        failed_team.resize(co.teams.len(), u32::MAX);
+        let mut no_room = u32::MAX;
+        loop {
+            let mut best: Option<(QueueKey, usize)> = None;
+            for (i, cl) in classes.iter().enumerate() {
+                let Some(k) = cl.head else { continue };
+                if cl.gpus >= no_room || failed_team.get(cl.team).is_some_and(|&f| cl.gpus >= f) {
+                    continue;
+                }
+                if best.is_none_or(|(b, _)| k < b) {
+                    best = Some((k, i));
+                }
+            }
+            let Some(((Reverse(priority), submitted_at, id), i)) = best else {
+                break;
+            };
+            let cl = &mut classes[i];
+            let c = Candidate {
+                id,
+                team: cl.team,
+                gpus: cl.gpus,
+                priority,
+                submitted_at,
+            };
+            match co.try_fit(&c) {
+                Ok(p) => {
+                    co.admit(&c, p, t);
+                    eta.insert(id, t);
+                    heap.push(Reverse((
+                        t + chrono::Duration::seconds(runtime(id).max(1)),
+                        id,
+                    )));
+                    cl.head = cl.rest.next().copied();
+                    left -= 1;
+                }
+                // Under StrictFIFO the head blocks everything behind it, as in `cycle_in_order`.
+                Err(_) if strict => break,
+                // The same for the whole class: none of it is ever admitted.
+                Err(Miss::Never) => {
+                    left -= 1 + cl.rest.len();
+                    cl.head = None;
+                }
+                Err(Miss::Room) => no_room = no_room.min(cl.gpus),
+                Err(Miss::Quota) => {
+                    if let Some(f) = failed_team.get_mut(cl.team) {
+                        *f = (*f).min(cl.gpus);
+                    }
+                }
+            }
         }
-        if queue.is_empty() {
+        if left == 0 {
             break;
         }
         let Some(Reverse((next, _))) = heap.peek().copied() else {

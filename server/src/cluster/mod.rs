@@ -162,8 +162,9 @@ pub trait Cluster: Send + Sync + 'static {
     async fn submit(&self, w: WorkloadSpec) -> Result<()>;
     /// Removes a workload and frees what it holds; unknown ids are ignored.
     async fn cancel(&self, job_id: &str) -> Result<()>;
-    /// The pending workloads of a pool in admission order.
-    async fn pending(&self, pool: &str) -> Result<Vec<PendingWorkload>>;
+    /// The pending workloads of a pool in admission order (shared: a deep queue is not copied
+    /// for every read).
+    async fn pending(&self, pool: &str) -> Result<std::sync::Arc<Vec<PendingWorkload>>>;
     async fn pools(&self) -> Result<Vec<PoolStatus>>;
     /// Whether a workload like this would be admitted now, and if not why.
     async fn check(&self, w: &WorkloadSpec) -> Result<Admissibility>;

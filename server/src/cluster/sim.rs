@@ -284,15 +284,11 @@ impl SimState {
             .values()
             .map(|a| (a.id, self.ends_at(a.id, a.admitted_at)))
             .collect();
-        let runtimes: WidMap<i64> = queue
-            .iter()
-            .map(|c| (c.id, self.specs[&c.id].max_runtime_s as i64))
-            .collect();
         let eta = forecast(
             co,
             queue,
             &ends,
-            &runtimes,
+            |id| self.specs[&id].max_runtime_s as i64,
             now,
             Duration::days(ETA_HORIZON_DAYS),
         );
@@ -414,12 +410,6 @@ impl SimState {
             .values()
             .map(|a| (a.id, self.ends_at(a.id, a.admitted_at)))
             .collect();
-        let mut runtimes: WidMap<i64> = queue
-            .iter()
-            .filter(|c| c.id != probe)
-            .map(|c| (c.id, self.specs[&c.id].max_runtime_s as i64))
-            .collect();
-        runtimes.insert(probe, w.max_runtime_s as i64);
         let eta = if never {
             None
         } else {
@@ -427,7 +417,10 @@ impl SimState {
                 &co,
                 &queue,
                 &ends,
-                &runtimes,
+                |id| match id {
+                    Wid::MAX => w.max_runtime_s as i64,
+                    _ => self.specs[&id].max_runtime_s as i64,
+                },
                 now,
                 Duration::days(ETA_HORIZON_DAYS),
             )
@@ -585,8 +578,8 @@ impl Cluster for SimCluster {
         })
     }
 
-    async fn pending(&self, pool: &str) -> Result<Vec<PendingWorkload>> {
-        self.with_state(|st, now, _| st.view(pool, now).map(|v| v.as_ref().clone()))
+    async fn pending(&self, pool: &str) -> Result<Arc<Vec<PendingWorkload>>> {
+        self.with_state(|st, now, _| st.view(pool, now))
     }
 
     async fn pools(&self) -> Result<Vec<PoolStatus>> {

@@ -440,7 +440,7 @@ fn forecast_gives_exact_etas_for_known_runtimes() {
         &s.co,
         &s.queue,
         &ends,
-        &runtimes,
+        |id| runtimes[&id],
         now,
         chrono::Duration::days(30),
     );
@@ -461,9 +461,109 @@ fn forecast_gives_exact_etas_for_known_runtimes() {
         &s.co,
         &s.queue,
         &ends,
-        &runtimes,
+        |id| runtimes[&id],
         now,
         chrono::Duration::days(30),
     );
     assert!(!eta.contains_key(&s.ids["never"]));
+}
+
+/// The forecast as the plain loop of admission passes it stands for: copy the queue, run
+/// [`Cohort::cycle`] without preemption at each end time, remove what it admits.
+fn forecast_by_passes(
+    cohort: &Cohort,
+    queue: &Queue,
+    ends: &WidMap<DateTime<Utc>>,
+    runtimes: &WidMap<i64>,
+    now: DateTime<Utc>,
+    horizon: chrono::Duration,
+) -> WidMap<DateTime<Utc>> {
+    use std::collections::BinaryHeap;
+    let mut co = cohort.clone();
+    let mut queue = queue.clone();
+    let mut eta = WidMap::default();
+    let mut heap: BinaryHeap<Reverse<(DateTime<Utc>, Wid)>> = co
+        .admitted
+        .keys()
+        .map(|id| Reverse((ends.get(id).copied().unwrap_or(now).max(now), *id)))
+        .collect();
+    let opts = CycleOptions {
+        preemption: false,
+        reasons: false,
+    };
+    let mut t = now;
+    loop {
+        for (id, _) in co.cycle(&queue, t, opts).admitted {
+            queue.remove(id);
+            eta.insert(id, t);
+            heap.push(Reverse((
+                t + chrono::Duration::seconds(runtimes[&id].max(1)),
+                id,
+            )));
+        }
+        let Some(Reverse((next, _))) = heap.peek().copied() else {
+            break;
+        };
+        if queue.is_empty() || next > now + horizon {
+            break;
+        }
+        t = next;
+        while let Some(Reverse((_, id))) = heap.peek().copied().filter(|r| r.0 .0 <= t) {
+            heap.pop();
+            co.release(id);
+        }
+    }
+    eta
+}
+
+mod forecast_properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The cursor-per-class forecast gives exactly the ETAs of a replay of admission passes,
+        /// for random quotas, running jobs and queues (sizes up to larger than the pool).
+        #[test]
+        fn forecast_matches_a_replay_of_admission_passes(
+            nodes in 1usize..6,
+            quotas in proptest::collection::vec((0u32..40, proptest::option::of(0u32..40)), 3),
+            running in proptest::collection::vec((0usize..3, 0usize..7, 1i64..600), 0..8),
+            queued in proptest::collection::vec((0usize..3, 0usize..7, 0usize..3, 1i64..600), 0..60),
+            horizon_h in 1i64..48,
+            strict in any::<bool>(),
+        ) {
+            let teams = ["nlp", "vision", "speech"];
+            let sizes = [1, 2, 4, 8, 16, 24, 64];
+            let prios = [LOW, NORMAL, HIGH];
+            let mut s = Scenario::pool(nodes);
+            if strict {
+                s = s.strict();
+            }
+            for (t, (nominal, limit)) in teams.iter().zip(&quotas) {
+                s = s.borrowing(t, *nominal, *limit);
+            }
+            let now = t0() + chrono::Duration::hours(1);
+            let mut ends = WidMap::default();
+            let mut runtimes = WidMap::default();
+            for (i, (team, size, minutes)) in running.iter().enumerate() {
+                let name = format!("r{i}");
+                let c = s.candidate(&name, teams[*team], sizes[*size], NORMAL);
+                if let Ok(p) = s.co.evaluate(&c) {
+                    s.co.admit(&c, p, t0());
+                    ends.insert(c.id, now + chrono::Duration::minutes(*minutes));
+                }
+            }
+            for (i, (team, size, prio, minutes)) in queued.iter().enumerate() {
+                let c = s.candidate(&format!("q{i}"), teams[*team], sizes[*size], prios[*prio]);
+                runtimes.insert(c.id, minutes * 60);
+                s.queue.push(c);
+            }
+            let horizon = chrono::Duration::hours(horizon_h);
+            let fast = forecast(&s.co, &s.queue, &ends, |id| runtimes[&id], now, horizon);
+            let slow = forecast_by_passes(&s.co, &s.queue, &ends, &runtimes, now, horizon);
+            prop_assert_eq!(fast, slow);
+        }
+    }
 }
