@@ -234,6 +234,9 @@ pub struct Template {
     pub default_gpus: u32,
     pub default_pool: String,
     pub default_max_runtime_s: u64,
+    /// The Kubeflow Trainer `ClusterTrainingRuntime` it runs under; `None`: a JobSet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trainer_runtime: Option<String>,
     /// When the viewer's team last launched it.
     pub last_used_by_team: Option<DateTime<Utc>>,
 }

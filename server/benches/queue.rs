@@ -118,6 +118,7 @@ fn baseline() {
                             priority: class.priority,
                             submitted_at: t0() + Duration::seconds(at),
                             max_runtime_s: class.runtime_ms,
+                            run: Default::default(),
                         },
                         class.name,
                     ));
@@ -254,6 +255,7 @@ fn recompute_after_one_change() {
             priority: prios[(rng.next() % prios.len() as u64) as usize],
             submitted_at: now - Duration::seconds(20_000 - i as i64),
             max_runtime_s: 600 + rng.next() % (8 * 3600),
+            run: Default::default(),
         };
         st.enqueue(w).unwrap();
     }

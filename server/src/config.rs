@@ -33,6 +33,7 @@ pub struct Config {
     pub database: DatabaseConfig,
     pub cluster: ClusterConfig,
     pub sim: SimConfig,
+    pub kube: KubeSettings,
     pub auth: AuthConfig,
     pub demo: DemoConfig,
 }
@@ -86,7 +87,29 @@ pub fn redact_url(url: &str) -> String {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ClusterBackend {
+    /// The in-process simulation of Kueue (embedded default, test double).
     Sim,
+    /// Kueue on Kubernetes (kubeconfig from `KUBECONFIG`/`~/.kube/config`, or in-cluster).
+    Kube,
+}
+
+/// How Gantry's pools, teams and jobs map onto Kubernetes objects (`[kube]`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KubeSettings {
+    /// Team `nlp` runs its jobs in namespace `<prefix>nlp`.
+    pub namespace_prefix: String,
+    /// The node label a pool's ResourceFlavor selects its HGX nodes by.
+    pub node_label: String,
+    /// Pool → value of `node_label` (default `NVIDIA-<gpu model>`).
+    #[serde(default)]
+    pub pool_node_labels: std::collections::BTreeMap<String, String>,
+    /// CPU cores requested and queued per GPU (0: GPUs only).
+    pub cpu_per_gpu: u32,
+    /// Memory requested and queued per GPU, in GiB (0: GPUs only).
+    pub memory_per_gpu_gib: u32,
+    /// Seconds to wait for the API server before a call counts as failed.
+    pub timeout_s: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -155,6 +178,20 @@ impl Default for Config {
                 time_scale: 60.0,
                 startup_s: 30,
                 strict_fifo_pools: Vec::new(),
+            },
+            kube: KubeSettings {
+                namespace_prefix: "team-".into(),
+                node_label: "nvidia.com/gpu.product".into(),
+                pool_node_labels: [
+                    ("hgx-h100", "NVIDIA-H100-80GB-HBM3"),
+                    ("hgx-h200", "NVIDIA-H200"),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+                cpu_per_gpu: 12,
+                memory_per_gpu_gib: 200,
+                timeout_s: 10,
             },
             auth: AuthConfig {
                 dev_login: true,
@@ -232,6 +269,27 @@ impl Config {
                     "local sign-in is for the embedded default only and refuses to start on the non-loopback address {}; turn it off or listen on 127.0.0.1",
                     self.server.addr
                 ),
+            });
+        }
+        if self.kube.timeout_s == 0 {
+            return Err(ConfigError::Invalid {
+                key: "kube.timeout_s",
+                message: "must be at least 1".into(),
+            });
+        }
+        let prefix_ok = self
+            .kube
+            .namespace_prefix
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && self.kube.namespace_prefix.len() <= 40
+            && !self.kube.namespace_prefix.starts_with('-');
+        if !prefix_ok {
+            return Err(ConfigError::Invalid {
+                key: "kube.namespace_prefix",
+                message:
+                    "must be lowercase letters, digits and '-', at most 40, not starting with '-'"
+                        .into(),
             });
         }
         if self.auth.session_idle_minutes <= 0 {

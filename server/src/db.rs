@@ -411,7 +411,7 @@ impl Db {
             .execute(&mut *tx)
             .await
             .map_err(map_err)?;
-        sqlx::query("INSERT INTO template_version (template_id, version, image, command, params, allowed_gpus, default_gpus, default_max_runtime_s, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)")
+        sqlx::query("INSERT INTO template_version (template_id, version, image, command, params, allowed_gpus, default_gpus, default_max_runtime_s, created_at, trainer_runtime) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)")
             .bind(&t.name)
             .bind(t.version as i64)
             .bind(&t.image)
@@ -421,6 +421,7 @@ impl Db {
             .bind(t.default_gpus as i64)
             .bind(t.default_max_runtime_s as i64)
             .bind(ms(at))
+            .bind(t.trainer_runtime.as_deref())
             .execute(&mut *tx)
             .await
             .map_err(map_err)?;
@@ -428,11 +429,27 @@ impl Db {
         Ok(())
     }
 
+    /// One exact template version (deprecated or not): what a job ran.
+    pub async fn template_version(&self, id: &str, version: u32) -> Result<Option<Template>> {
+        let row = sqlx::query(
+            "SELECT t.template_id, t.display_name, t.family, t.model_size, t.method, t.description, t.default_pool, \
+                    v.version, v.image, v.command, v.params, v.allowed_gpus, v.default_gpus, v.default_max_runtime_s, v.trainer_runtime \
+             FROM template t JOIN template_version v ON v.template_id = t.template_id \
+             WHERE t.template_id = $1 AND v.version = $2",
+        )
+        .bind(id)
+        .bind(version as i64)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(map_err)?;
+        row.as_ref().map(template_from_row).transpose()
+    }
+
     /// The newest version of every template that is not deprecated.
     pub async fn list_templates(&self) -> Result<Vec<Template>> {
         let rows = sqlx::query(
             "SELECT t.template_id, t.display_name, t.family, t.model_size, t.method, t.description, t.default_pool, \
-                    v.version, v.image, v.command, v.params, v.allowed_gpus, v.default_gpus, v.default_max_runtime_s \
+                    v.version, v.image, v.command, v.params, v.allowed_gpus, v.default_gpus, v.default_max_runtime_s, v.trainer_runtime \
              FROM template t JOIN template_version v ON v.template_id = t.template_id \
              WHERE t.deprecated = 0 \
                AND v.version = (SELECT MAX(v2.version) FROM template_version v2 WHERE v2.template_id = t.template_id) \
@@ -697,6 +714,7 @@ fn template_from_row(r: &AnyRow) -> Result<Template> {
         default_gpus: r.try_get::<i64, _>("default_gpus")? as u32,
         default_pool: r.try_get("default_pool")?,
         default_max_runtime_s: r.try_get::<i64, _>("default_max_runtime_s")? as u64,
+        trainer_runtime: r.try_get::<Option<String>, _>("trainer_runtime")?,
         last_used_by_team: None,
     })
 }

@@ -9,7 +9,7 @@ use app::model::JobState;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::cluster::{Change, Cluster, ClusterEvent, WorkloadSpec};
+use crate::cluster::{Change, Cluster, ClusterEvent};
 use crate::db::{Db, Transition};
 use crate::service::{LiveChange, Portal};
 
@@ -52,11 +52,15 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Option<LiveChange>, crate::
             Change::Admitted { nodes } => (
                 &[Queued],
                 Admitted,
-                format!(
-                    "Admitted: quota reserved in {} on {}",
-                    ev.pool,
-                    nodes.join(", ")
-                ),
+                if nodes.is_empty() {
+                    format!("Admitted: quota reserved in {}", ev.pool)
+                } else {
+                    format!(
+                        "Admitted: quota reserved in {} on {}",
+                        ev.pool,
+                        nodes.join(", ")
+                    )
+                },
                 Some(nodes.as_slice()),
             ),
             Change::Running => (
@@ -133,15 +137,7 @@ pub async fn resend_unsent(portal: &Portal) -> anyhow::Result<usize> {
         if row.state != JobState::Queued || known.contains(&row.id) {
             continue;
         }
-        let spec = WorkloadSpec {
-            job_id: row.id.clone(),
-            team: row.team.clone(),
-            pool: row.pool.clone(),
-            gpus: row.gpus,
-            priority: row.priority,
-            submitted_at: row.created_at,
-            max_runtime_s: row.max_runtime_s,
-        };
+        let spec = crate::service::workload_of(&portal.db, &row).await?;
         portal.cluster.submit(spec).await?;
         portal.db.mark_sent(&row.id, portal.cluster.now()).await?;
         sent += 1;

@@ -248,9 +248,10 @@ pub fn templates() -> Vec<Template> {
         default_gpus,
         default_pool: "hgx-h100".into(),
         default_max_runtime_s: hours * 3600,
+        trainer_runtime: None,
         last_used_by_team: None,
     };
-    vec![
+    let mut all = vec![
         t("llama-3.1-8b-fsdp", "Llama 3.1 8B full fine-tune", "Llama", "8B", "Full fine-tune (FSDP)",
           "Full-parameter instruction tuning of Llama 3.1 8B with PyTorch FSDP across nodes.",
           "registry.internal/ml/llama-recipes:3.1-fsdp-2026.10", &["torchrun", "-m", "recipes.finetune", "--config", "configs/llama3_8b_full.yaml"],
@@ -271,7 +272,13 @@ pub fn templates() -> Vec<Template> {
           "Fine-tunes Whisper large-v3 for speech recognition in one language on in-house audio.",
           "registry.internal/ml/whisper-ft:2026.09", &["torchrun", "finetune_whisper.py"],
           whisper, &[1, 2, 4, 8], 4, 6),
-    ]
+    ];
+    // On the Kubernetes back end Mistral SFT runs as a Kubeflow TrainJob on the stock
+    // `torch-distributed` ClusterTrainingRuntime; the others as JobSets.
+    if let Some(m) = all.iter_mut().find(|t| t.name == "mistral-7b-sft") {
+        m.trainer_runtime = Some("torch-distributed".into());
+    }
+    all
 }
 
 /// Seeds pools, teams, users, quotas and templates, once: returns false if there were some.

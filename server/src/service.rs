@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, watch};
 
-use crate::cluster::{Cluster, ClusterError, PendingWorkload, WorkloadSpec};
+use crate::cluster::{Cluster, ClusterError, PendingWorkload, RunSpec, WorkloadSpec};
 use crate::db::{Db, DbError, JobQuery, JobRow, NewJob, Transition};
 use crate::request_id::current_request_id;
 
@@ -66,6 +66,54 @@ pub fn internal(e: impl std::fmt::Display) -> ApiError {
 }
 
 /// A launch that passed every check, ready to store.
+/// The container side of a job: its exact template version, parameters in the template's order.
+pub fn run_spec(
+    template: &Template,
+    name: &str,
+    user: &str,
+    params: &Map<String, Value>,
+) -> RunSpec {
+    RunSpec {
+        name: name.to_string(),
+        user: user.to_string(),
+        template: template.name.clone(),
+        template_version: template.version,
+        image: template.image.clone(),
+        command: template.command.clone(),
+        params: template
+            .params
+            .iter()
+            .filter_map(|p| params.get(&p.name).map(|v| (p.name.clone(), v.clone())))
+            .collect(),
+        trainer_runtime: template.trainer_runtime.clone(),
+    }
+}
+
+/// A stored job as the cluster gets it (the reconciler re-sends these).
+pub async fn workload_of(db: &crate::db::Db, row: &JobRow) -> anyhow::Result<WorkloadSpec> {
+    let template = db
+        .template_version(&row.template, row.template_version)
+        .await?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "job {} names template {} v{} that is not stored",
+                row.id,
+                row.template,
+                row.template_version
+            )
+        })?;
+    Ok(WorkloadSpec {
+        job_id: row.id.clone(),
+        team: row.team.clone(),
+        pool: row.pool.clone(),
+        gpus: row.gpus,
+        priority: row.priority,
+        submitted_at: row.created_at,
+        max_runtime_s: row.max_runtime_s,
+        run: run_spec(&template, &row.name, &row.user, &row.params),
+    })
+}
+
 struct ValidLaunch {
     template: Template,
     team: String,
@@ -326,6 +374,7 @@ impl Portal {
             priority: v.priority,
             submitted_at: now,
             max_runtime_s: v.max_runtime_s,
+            run: run_spec(&v.template, &name, &viewer.user, &v.params),
         };
         match self.cluster.submit(spec).await {
             Ok(()) => self.db.mark_sent(&id, self.cluster.now()).await?,
@@ -374,6 +423,7 @@ impl Portal {
             priority: v.priority,
             submitted_at: self.cluster.now(),
             max_runtime_s: v.max_runtime_s,
+            run: RunSpec::default(),
         };
         let a = self.cluster.check(&spec).await?;
         if a.never {

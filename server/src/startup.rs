@@ -22,9 +22,10 @@ use tracing::Span;
 
 use crate::clock::Clock;
 use crate::cluster::admission::QueueingStrategy;
+use crate::cluster::k8s::KubeCluster;
 use crate::cluster::sim::{RestoredWorkload, SimCluster};
 use crate::cluster::{Cluster, PoolSpec, WorkloadSpec};
-use crate::config::{ClockMode, Config};
+use crate::config::{ClockMode, ClusterBackend, Config};
 use crate::db::Db;
 use crate::service::Portal;
 use crate::session_store::DbSessionStore;
@@ -82,13 +83,8 @@ pub fn leptos_options() -> LeptosOptions {
         .build()
 }
 
-async fn build_sim(config: &Config, db: &Db) -> anyhow::Result<Arc<SimCluster>> {
-    // The sim clock resumes where it stopped; on first start it begins at the real time.
-    let start = db.sim_clock().await?.unwrap_or_else(chrono::Utc::now);
-    let clock = match config.sim.clock {
-        ClockMode::Scaled => Clock::scaled(start, config.sim.time_scale),
-        ClockMode::Manual => Clock::manual(start),
-    };
+/// The pools as the cluster back ends see them, with the configured queueing strategy.
+async fn pool_specs(config: &Config, db: &Db) -> anyhow::Result<Vec<PoolSpec>> {
     let pools: Vec<PoolSpec> = db
         .list_pools()
         .await?
@@ -114,11 +110,42 @@ async fn build_sim(config: &Config, db: &Db) -> anyhow::Result<Arc<SimCluster>> 
             "invalid configuration: sim.strict_fifo_pools: there is no pool named '{unknown}'"
         );
     }
+    Ok(pools)
+}
+
+async fn build_sim(
+    config: &Config,
+    db: &Db,
+    pools: &[PoolSpec],
+) -> anyhow::Result<Arc<SimCluster>> {
+    // The sim clock resumes where it stopped; on first start it begins at the real time.
+    let start = db.sim_clock().await?.unwrap_or_else(chrono::Utc::now);
+    let clock = match config.sim.clock {
+        ClockMode::Scaled => Clock::scaled(start, config.sim.time_scale),
+        ClockMode::Manual => Clock::manual(start),
+    };
     Ok(Arc::new(SimCluster::new(
         clock,
         config.sim.startup_s,
-        &pools,
+        pools,
     )))
+}
+
+/// Connects to Kubernetes, applies the stored quotas to the ClusterQueues (a refusal is
+/// logged, not fatal: the portal keeps serving) and starts watching Kueue's workloads.
+async fn build_kube(
+    config: &Config,
+    db: &Db,
+    pools: Vec<PoolSpec>,
+) -> anyhow::Result<Arc<KubeCluster>> {
+    let kube = Arc::new(KubeCluster::connect(config.kube.clone(), pools).await?);
+    for q in db.list_quotas().await? {
+        kube.know_quota(&q.team, &q.pool, q.quota);
+        if let Err(e) = kube.set_quota(&q.team, &q.pool, q.quota).await {
+            tracing::warn!(team = %q.team, pool = %q.pool, error = %e, "could not apply the quota to its ClusterQueue");
+        }
+    }
+    Ok(kube)
 }
 
 /// Rebuilds the sim's state from the database: quotas, then jobs holding GPUs on their
@@ -138,6 +165,8 @@ async fn restore_sim(sim: &SimCluster, db: &Db) -> anyhow::Result<()> {
             priority: row.priority,
             submitted_at: row.created_at,
             max_runtime_s: row.max_runtime_s,
+            // The sim runs no containers.
+            run: Default::default(),
         };
         match (row.state, row.admitted_at) {
             (JobState::Admitted | JobState::Running, Some(at)) => admitted.push(RestoredWorkload {
@@ -178,8 +207,13 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
             .await?
             .is_empty();
 
-    let sim = build_sim(&config, &db).await?;
-    let cluster: Arc<dyn Cluster> = sim.clone();
+    let pools = pool_specs(&config, &db).await?;
+    let mut sim = None;
+    let mut kube = None;
+    let cluster: Arc<dyn Cluster> = match config.cluster.backend {
+        ClusterBackend::Sim => sim.insert(build_sim(&config, &db, &pools).await?).clone(),
+        ClusterBackend::Kube => kube.insert(build_kube(&config, &db, pools).await?).clone(),
+    };
     let (applied_tx, applied_rx) = watch::channel(0u64);
     let (live_tx, _) = broadcast::channel(1024);
     let mut tasks = vec![crate::reconciler::spawn_event_writer(
@@ -188,7 +222,14 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         applied_tx,
         live_tx.clone(),
     )];
-    restore_sim(&sim, &db).await?;
+    if let Some(sim) = &sim {
+        restore_sim(sim, &db).await?;
+    }
+    if let Some(kube) = &kube {
+        // The watch's first list brings the database up to date with what the cluster did
+        // while Gantry was down (the event writer applies only changes that move a job on).
+        tasks.push(kube.spawn_watch());
+    }
     let portal = Arc::new(Portal::new(
         db.clone(),
         cluster.clone(),
@@ -204,11 +245,13 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         seed_jobs(&portal).await?;
     }
     tasks.push(crate::reconciler::spawn_resender(portal.clone()));
-    tasks.push(crate::reconciler::spawn_clock_saver(
-        db.clone(),
-        cluster.clone(),
-    ));
-    if config.sim.clock == ClockMode::Scaled {
+    if sim.is_some() {
+        tasks.push(crate::reconciler::spawn_clock_saver(
+            db.clone(),
+            cluster.clone(),
+        ));
+    }
+    if let (Some(sim), ClockMode::Scaled) = (&sim, config.sim.clock) {
         let ticker = sim.clone();
         tasks.push(tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_millis(250));
@@ -232,7 +275,7 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
 
     let state = AppState {
         portal: portal.clone(),
-        sim: Some(sim.clone()),
+        sim: sim.clone(),
         config: config.clone(),
         leptos_options: leptos_options.clone(),
     };

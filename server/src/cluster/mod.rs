@@ -4,6 +4,7 @@
 //! in-process `sim` back end is the embedded default and the test double.
 
 pub mod admission;
+pub mod k8s;
 pub mod sim;
 
 use app::model::Priority;
@@ -44,6 +45,24 @@ pub struct WorkloadSpec {
     pub priority: Priority,
     pub submitted_at: DateTime<Utc>,
     pub max_runtime_s: u64,
+    /// What runs: the Kubernetes back end builds the job object from it; the sim ignores it.
+    pub run: RunSpec,
+}
+
+/// The container side of a workload, from the job and its exact template version.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunSpec {
+    /// The job's display name.
+    pub name: String,
+    pub user: String,
+    pub template: String,
+    pub template_version: u32,
+    pub image: String,
+    pub command: Vec<String>,
+    /// Parameter values in the template's order.
+    pub params: Vec<(String, serde_json::Value)>,
+    /// A Kubeflow Trainer `ClusterTrainingRuntime` to run under (a TrainJob); `None`: a JobSet.
+    pub trainer_runtime: Option<String>,
 }
 
 /// A state change the cluster reports, in the order it happened.

@@ -103,6 +103,38 @@ impl SimState {
         }
     }
 
+    /// Puts a workload that already holds GPUs on its nodes (or wherever it fits, else back in
+    /// the queue) without an admission pass: a restart, or a mirror of a real cluster.
+    pub fn put_admitted(&mut self, r: RestoredWorkload) -> Result<()> {
+        let job_id = r.spec.job_id.clone();
+        let pool = r.spec.pool.clone();
+        if !self.enqueue(r.spec)? {
+            return Ok(());
+        }
+        let wid = self.wids[&job_id];
+        let c = self
+            .queues
+            .get_mut(&pool)
+            .and_then(|q| q.remove(wid))
+            .expect("just queued");
+        let co = self.cohorts.get_mut(&pool).expect("pool");
+        match co
+            .capacity
+            .placement_on(&r.nodes, c.gpus)
+            .or_else(|| co.capacity.place(c.gpus))
+        {
+            Some(p) => {
+                co.admit(&c, p, r.admitted_at);
+                if r.running {
+                    self.running.insert(wid);
+                }
+            }
+            None => self.queues.get_mut(&pool).expect("queue").push(c),
+        }
+        self.views.clear();
+        Ok(())
+    }
+
     /// Adds a pending workload; false if it was known already.
     pub fn enqueue(&mut self, w: WorkloadSpec) -> Result<bool> {
         if !self.cohorts.contains_key(&w.pool) {
@@ -469,33 +501,8 @@ impl SimCluster {
         for r in admitted {
             let job_id = r.spec.job_id.clone();
             let pool = r.spec.pool.clone();
-            match st.enqueue(r.spec) {
-                Ok(true) => {}
-                Ok(false) => continue,
-                Err(e) => {
-                    tracing::warn!(job.id = %job_id, pool = %pool, error = %e, "restored job names an unknown pool");
-                    continue;
-                }
-            }
-            let wid = st.wids[&job_id];
-            let c = st
-                .queues
-                .get_mut(&pool)
-                .and_then(|q| q.remove(wid))
-                .expect("just queued");
-            let co = st.cohorts.get_mut(&pool).expect("pool");
-            match co
-                .capacity
-                .placement_on(&r.nodes, c.gpus)
-                .or_else(|| co.capacity.place(c.gpus))
-            {
-                Some(p) => {
-                    co.admit(&c, p, r.admitted_at);
-                    if r.running {
-                        st.running.insert(wid);
-                    }
-                }
-                None => st.queues.get_mut(&pool).expect("queue").push(c),
+            if let Err(e) = st.put_admitted(r) {
+                tracing::warn!(job.id = %job_id, pool = %pool, error = %e, "restored job names an unknown pool");
             }
         }
         for q in queued {

@@ -45,6 +45,7 @@ fn job(id: &str, team: &str, gpus: u32, runtime_s: u64, minute: i64) -> Workload
         priority: Priority::Normal,
         submitted_at: t0() + Duration::minutes(minute),
         max_runtime_s: runtime_s,
+        run: Default::default(),
     }
 }
 

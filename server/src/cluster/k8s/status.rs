@@ -1,0 +1,209 @@
+//! Reading Kueue `Workload` objects (v1beta2) into Gantry's terms: which job, where it
+//! stands, why it waits. Pure functions over the object's JSON.
+//!
+//! Conditions used (<https://kueue.sigs.k8s.io/docs/concepts/workload/#workload-conditions>):
+//! `QuotaReserved` (its `False` message is Kueue's reason for waiting), `Admitted`,
+//! `PodsReady`, `Evicted` (reason `Preempted`), `Preempted` (reasons `InClusterQueue`,
+//! `InCohortReclamation`, `InCohortFairSharing`, `InCohortReclaimWhileBorrowing`) and
+//! `Finished` (reason `Succeeded` or `Failed`).
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use app::model::Priority;
+
+/// Where a workload stands, as its conditions say.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Phase {
+    Pending {
+        reason: String,
+    },
+    Admitted {
+        at: DateTime<Utc>,
+        nodes: Vec<String>,
+    },
+    Running {
+        at: DateTime<Utc>,
+        nodes: Vec<String>,
+    },
+    Finished {
+        succeeded: bool,
+        message: String,
+    },
+}
+
+/// One Kueue Workload of a Gantry job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    pub job_id: String,
+    pub team: String,
+    pub pool: String,
+    pub gpus: u32,
+    pub priority: Priority,
+    pub created_at: DateTime<Utc>,
+    pub phase: Phase,
+    /// The sentence of the last preemption, while the `Preempted` condition is true.
+    pub preempted: Option<String>,
+}
+
+/// The job id of a job object named by [`super::objects::object_name`]: `gantry-` and the
+/// UUID's 32 hex digits.
+pub fn job_id_of(object_name: &str) -> Option<String> {
+    let hex = object_name.strip_prefix("gantry-")?;
+    if hex.len() != 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    Some(format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    ))
+}
+
+fn condition<'a>(w: &'a Value, kind: &str) -> Option<&'a Value> {
+    w["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+fn is_true(w: &Value, kind: &str) -> bool {
+    condition(w, kind).is_some_and(|c| c["status"] == "True")
+}
+
+fn time(v: &Value) -> Option<DateTime<Utc>> {
+    v.as_str()
+        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// The preemption as a sentence for the job page.
+pub fn preemption_sentence(reason: &str) -> String {
+    match reason {
+        "InClusterQueue" => "Preempted by a higher-priority job of the same team".into(),
+        "InCohortReclamation" | "InCohortReclaimWhileBorrowing" => {
+            "Preempted: another team reclaimed its quota".into()
+        }
+        "InCohortFairSharing" => "Preempted to restore fair sharing in the pool".into(),
+        other => format!("Preempted ({other})"),
+    }
+}
+
+/// The GPUs a workload asks for: the sum over its pod sets of count × `nvidia.com/gpu`.
+fn gpus(w: &Value) -> u32 {
+    w["spec"]["podSets"]
+        .as_array()
+        .map(|sets| {
+            sets.iter()
+                .map(|ps| {
+                    let count = ps["count"].as_u64().unwrap_or(1);
+                    let per = ps["template"]["spec"]["containers"]
+                        .as_array()
+                        .map(|cs| {
+                            cs.iter()
+                                .map(|c| quantity(&c["resources"]["requests"]["nvidia.com/gpu"]))
+                                .sum::<u64>()
+                        })
+                        .unwrap_or(0);
+                    count * per
+                })
+                .sum::<u64>() as u32
+        })
+        .unwrap_or(0)
+}
+
+fn quantity(v: &Value) -> u64 {
+    match v {
+        Value::Number(n) => n.as_u64().unwrap_or(0),
+        Value::String(s) => s.parse().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Node names from Topology Aware Scheduling's assignment, when Kueue made one
+/// (`status.admission.podSetAssignments[].topologyAssignment`, hostname level).
+fn nodes(w: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for psa in w["status"]["admission"]["podSetAssignments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let ta = &psa["topologyAssignment"];
+        let levels = ta["levels"].as_array().cloned().unwrap_or_default();
+        let Some(host) = levels.iter().position(|l| l == "kubernetes.io/hostname") else {
+            continue;
+        };
+        for d in ta["domains"].as_array().into_iter().flatten() {
+            if let Some(name) = d["values"].get(host).and_then(Value::as_str) {
+                out.push(name.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Reads a Workload owned by a Gantry job; `None` for workloads of other jobs.
+pub fn observe(w: &Value, namespace_prefix: &str) -> Option<Observed> {
+    let owner = w["metadata"]["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|o| o["kind"] == "JobSet" || o["kind"] == "TrainJob")?;
+    let job_id = job_id_of(owner["name"].as_str()?)?;
+    let team = w["metadata"]["namespace"]
+        .as_str()?
+        .strip_prefix(namespace_prefix)?
+        .to_string();
+    let pool = w["spec"]["queueName"].as_str()?.to_string();
+    let priority = w["spec"]["priorityClassRef"]["name"]
+        .as_str()
+        .and_then(|n| n.strip_prefix("gantry-"))
+        .and_then(Priority::parse)
+        .unwrap_or_default();
+    let created_at = time(&w["metadata"]["creationTimestamp"]).unwrap_or_default();
+    let phase = if let Some(f) = condition(w, "Finished").filter(|c| c["status"] == "True") {
+        Phase::Finished {
+            succeeded: f["reason"] != "Failed",
+            message: f["message"].as_str().unwrap_or_default().to_string(),
+        }
+    } else if is_true(w, "Admitted") {
+        let at = condition(w, "Admitted")
+            .and_then(|c| time(&c["lastTransitionTime"]))
+            .unwrap_or_default();
+        if is_true(w, "PodsReady") {
+            Phase::Running {
+                at,
+                nodes: nodes(w),
+            }
+        } else {
+            Phase::Admitted {
+                at,
+                nodes: nodes(w),
+            }
+        }
+    } else {
+        let reason = condition(w, "QuotaReserved")
+            .filter(|c| c["status"] == "False")
+            .and_then(|c| c["message"].as_str())
+            .filter(|m| !m.is_empty())
+            .map(|m| format!("Kueue: {m}"))
+            .unwrap_or_else(|| "Waiting for Kueue to consider it".to_string());
+        Phase::Pending { reason }
+    };
+    let preempted = condition(w, "Preempted")
+        .filter(|c| c["status"] == "True")
+        .map(|c| preemption_sentence(c["reason"].as_str().unwrap_or_default()));
+    Some(Observed {
+        job_id,
+        team,
+        pool,
+        gpus: gpus(w),
+        priority,
+        created_at,
+        phase,
+        preempted,
+    })
+}

@@ -1,0 +1,803 @@
+//! The Kubernetes back end without a cluster: every object checked against the upstream CRD
+//! schemas, Workload conditions read into state changes, and the request sequences against
+//! kube's `tower_test` mock service (the pattern of kube's own `mock_tests.rs`).
+
+use super::*;
+use crate::config::Config;
+use app::model::Priority;
+use http::{Method, Request, Response, StatusCode};
+use kube::client::Body;
+use serde_json::json;
+
+// ---- schemas ----------------------------------------------------------------------------
+
+/// The `openAPIV3Schema` of `version` in a vendored CRD, made strict: an object that lists
+/// its properties refuses others, as the API server prunes or (with strict field
+/// validation) refuses unknown fields.
+fn schema(file: &str, version: &str) -> Value {
+    let path = format!("{}/tests/data/crds/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let crd: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut s = crd["spec"]["versions"]
+        .as_array()
+        .and_then(|vs| vs.iter().find(|v| v["name"] == version))
+        .map(|v| v["schema"]["openAPIV3Schema"].clone())
+        .unwrap_or_else(|| panic!("{file} has no version {version}"));
+    fn strict(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                if m.contains_key("properties") && !m.contains_key("additionalProperties") {
+                    m.insert("additionalProperties".into(), json!(false));
+                }
+                m.values_mut().for_each(strict);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strict),
+            _ => {}
+        }
+    }
+    strict(&mut s);
+    s
+}
+
+fn validator(file: &str, version: &str) -> jsonschema::Validator {
+    jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft4)
+        .should_validate_formats(false)
+        .build(&schema(file, version))
+        .expect("the CRD schema compiles")
+}
+
+fn errors(v: &jsonschema::Validator, obj: &Value) -> Vec<String> {
+    v.iter_errors(obj)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect()
+}
+
+fn settings() -> KubeSettings {
+    Config::default().kube
+}
+
+fn pool(name: &str, model: &str) -> PoolObjects {
+    PoolObjects {
+        name: name.into(),
+        gpu_model: model.into(),
+        strategy: crate::cluster::QueueingStrategy::BestEffortFifo,
+    }
+}
+
+const JOB_ID: &str = "019a7c3e-5b1d-7f00-8a3c-2f6d9e1b4c70";
+
+fn workload(template: &app::model::Template, gpus: u32, team: &str) -> WorkloadSpec {
+    let params: serde_json::Map<String, Value> = template
+        .params
+        .iter()
+        .map(|p| (p.name.clone(), p.default.clone()))
+        .collect();
+    WorkloadSpec {
+        job_id: JOB_ID.into(),
+        team: team.into(),
+        pool: "hgx-h100".into(),
+        gpus,
+        priority: Priority::High,
+        submitted_at: Utc::now(),
+        max_runtime_s: 8 * 3600,
+        run: crate::service::run_spec(template, "llama-run", "alice", &params),
+    }
+}
+
+#[test]
+fn every_object_gantry_builds_validates_against_the_crds() {
+    let s = settings();
+    let cq = validator("kueue.x-k8s.io_clusterqueues.yaml", "v1beta2");
+    let lq = validator("kueue.x-k8s.io_localqueues.yaml", "v1beta2");
+    let rf = validator("kueue.x-k8s.io_resourceflavors.yaml", "v1beta2");
+    let wpc = validator("kueue.x-k8s.io_workloadpriorityclasses.yaml", "v1beta2");
+    let js = validator("jobset.x-k8s.io_jobsets.yaml", "v1alpha2");
+    let tj = validator("trainer.kubeflow.org_trainjobs.yaml", "v1alpha1");
+
+    let pools = [pool("hgx-h100", "H100"), pool("hgx-h200", "H200")];
+    let quotas = vec![
+        (
+            "nlp".to_string(),
+            "hgx-h100".to_string(),
+            QuotaSpec {
+                nominal: 64,
+                borrowing_limit: Some(32),
+                lending_limit: None,
+            },
+        ),
+        (
+            "speech".to_string(),
+            "hgx-h200".to_string(),
+            QuotaSpec {
+                nominal: 8,
+                borrowing_limit: None,
+                lending_limit: Some(4),
+            },
+        ),
+    ];
+    let mut kinds = BTreeMap::new();
+    for o in objects::queueing_objects(&s, &pools, &quotas) {
+        let kind = o["kind"].as_str().unwrap().to_string();
+        let v = match kind.as_str() {
+            "ClusterQueue" => &cq,
+            "LocalQueue" => &lq,
+            "ResourceFlavor" => &rf,
+            "WorkloadPriorityClass" => &wpc,
+            "Namespace" => continue,
+            other => panic!("unexpected kind {other}"),
+        };
+        assert_eq!(errors(v, &o), Vec::<String>::new(), "{kind}: {o}");
+        *kinds.entry(kind).or_insert(0) += 1;
+    }
+    assert_eq!(kinds["ClusterQueue"], 2);
+    assert_eq!(kinds["LocalQueue"], 2);
+    assert_eq!(kinds["ResourceFlavor"], 2);
+    assert_eq!(kinds["WorkloadPriorityClass"], 3);
+
+    let templates = crate::seed::templates();
+    assert!(
+        templates.iter().any(|t| t.trainer_runtime.is_some()),
+        "one template runs as a TrainJob"
+    );
+    assert!(
+        templates.iter().any(|t| t.trainer_runtime.is_none()),
+        "the others as JobSets"
+    );
+    for t in &templates {
+        for gpus in [1, 8, 32] {
+            let o = objects::job_object(&s, &workload(t, gpus, "nlp"));
+            let (v, kind) = if t.trainer_runtime.is_some() {
+                (&tj, "TrainJob")
+            } else {
+                (&js, "JobSet")
+            };
+            assert_eq!(o["kind"], kind);
+            assert_eq!(
+                errors(v, &o),
+                Vec::<String>::new(),
+                "{} with {gpus} GPUs: {o}",
+                t.name
+            );
+        }
+    }
+}
+
+#[test]
+fn the_schema_check_catches_mistakes() {
+    // The check is worth something only if a wrong object fails it.
+    let js = validator("jobset.x-k8s.io_jobsets.yaml", "v1alpha2");
+    let t = &crate::seed::templates()[0];
+    let mut o = objects::job_object(&settings(), &workload(t, 16, "nlp"));
+    o["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelizm"] = json!(2);
+    o["spec"]["successPolicy"]["operator"] = json!("Most");
+    let errs = errors(&js, &o);
+    assert!(errs.iter().any(|e| e.contains("parallelizm")), "{errs:?}");
+    assert!(
+        errs.iter().any(|e| e.contains("successPolicy/operator")),
+        "{errs:?}"
+    );
+    let cq = validator("kueue.x-k8s.io_clusterqueues.yaml", "v1beta2");
+    let mut q = objects::cluster_queue(
+        &settings(),
+        "nlp",
+        &pool("hgx-h100", "H100"),
+        QuotaSpec::default(),
+    );
+    q["spec"]["cohort"] = json!("v1beta1-name");
+    assert!(
+        !errors(&cq, &q).is_empty(),
+        "v1beta1's `cohort` is not v1beta2"
+    );
+}
+
+#[test]
+fn a_jobset_runs_torchrun_with_one_pod_per_node() {
+    let s = settings();
+    let t = crate::seed::templates()
+        .into_iter()
+        .find(|t| t.name == "llama-3.1-8b-fsdp")
+        .unwrap();
+    let o = objects::job_object(&s, &workload(&t, 32, "nlp"));
+    let name = objects::object_name(JOB_ID);
+    assert_eq!(name, "gantry-019a7c3e5b1d7f008a3c2f6d9e1b4c70");
+    assert_eq!(
+        status::job_id_of(&name).as_deref(),
+        Some(JOB_ID),
+        "names map back to job ids"
+    );
+    assert_eq!(o["metadata"]["namespace"], "team-nlp");
+    let labels = &o["metadata"]["labels"];
+    assert_eq!(labels["kueue.x-k8s.io/queue-name"], "hgx-h100");
+    assert_eq!(labels["kueue.x-k8s.io/priority-class"], "gantry-high");
+    assert_eq!(labels["kueue.x-k8s.io/max-exec-time-seconds"], "28800");
+    let job = &o["spec"]["replicatedJobs"][0]["template"]["spec"];
+    assert_eq!(job["parallelism"], 4);
+    assert_eq!(job["completions"], 4);
+    assert_eq!(job["completionMode"], "Indexed");
+    let c = &job["template"]["spec"]["containers"][0];
+    assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], 8);
+    assert_eq!(c["image"], t.image);
+    let cmd: Vec<&str> = c["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &cmd[..6],
+        [
+            "torchrun",
+            "--nnodes=4",
+            "--nproc-per-node=8",
+            "--node-rank=$(NODE_RANK)",
+            "--master-addr=$(MASTER_ADDR)",
+            "--master-port=$(MASTER_PORT)"
+        ]
+    );
+    assert!(
+        cmd.contains(&"--learning_rate=2e-5")
+            || cmd.iter().any(|a| a.starts_with("--learning_rate=")),
+        "{cmd:?}"
+    );
+    let env = c["env"].as_array().unwrap();
+    let master = env.iter().find(|e| e["name"] == "MASTER_ADDR").unwrap();
+    assert_eq!(
+        master["value"],
+        format!("{name}-node-0-0.{name}"),
+        "the JobSet's headless service"
+    );
+    let shm = &job["template"]["spec"]["volumes"][0];
+    assert_eq!(shm["emptyDir"]["medium"], "Memory");
+    // under one node: one pod with that many GPUs
+    let small = objects::job_object(&s, &workload(&t, 4, "nlp"));
+    let job = &small["spec"]["replicatedJobs"][0]["template"]["spec"];
+    assert_eq!(job["parallelism"], 1);
+    assert_eq!(
+        job["template"]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"],
+        4
+    );
+}
+
+#[test]
+fn a_trainjob_names_its_runtime_and_shape() {
+    let s = settings();
+    let t = crate::seed::templates()
+        .into_iter()
+        .find(|t| t.trainer_runtime.is_some())
+        .unwrap();
+    let o = objects::job_object(&s, &workload(&t, 16, "speech"));
+    assert_eq!(o["spec"]["runtimeRef"]["name"], "torch-distributed");
+    assert_eq!(o["spec"]["runtimeRef"]["kind"], "ClusterTrainingRuntime");
+    assert_eq!(o["spec"]["trainer"]["numNodes"], 2);
+    assert_eq!(o["spec"]["trainer"]["numProcPerNode"], 8);
+    assert_eq!(
+        o["spec"]["trainer"]["resourcesPerNode"]["limits"]["nvidia.com/gpu"],
+        8
+    );
+    assert_eq!(o["metadata"]["namespace"], "team-speech");
+}
+
+#[test]
+fn render_prints_reviewable_yaml() {
+    let s = settings();
+    let pools = [pool("hgx-h100", "H100")];
+    let quotas = vec![(
+        "nlp".to_string(),
+        "hgx-h100".to_string(),
+        QuotaSpec {
+            nominal: 64,
+            borrowing_limit: Some(32),
+            lending_limit: None,
+        },
+    )];
+    let yaml = objects::to_yaml(&objects::queueing_objects(&s, &pools, &quotas));
+    let docs: Vec<Value> = yaml
+        .split("---\n")
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| serde_saphyr::from_str(d).expect("each document parses"))
+        .collect();
+    assert_eq!(
+        docs.len(),
+        3 + 1 + 1 + 2,
+        "3 priority classes, a flavor, a namespace, a ClusterQueue and a LocalQueue"
+    );
+    let cq = docs.iter().find(|d| d["kind"] == "ClusterQueue").unwrap();
+    assert_eq!(cq["spec"]["cohortName"], "hgx-h100");
+    assert_eq!(
+        cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"],
+        64
+    );
+    assert_eq!(
+        cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"],
+        32
+    );
+    assert_eq!(cq["spec"]["preemption"]["reclaimWithinCohort"], "Any");
+    let rf = docs.iter().find(|d| d["kind"] == "ResourceFlavor").unwrap();
+    assert_eq!(
+        rf["spec"]["nodeLabels"]["nvidia.com/gpu.product"],
+        "NVIDIA-H100-80GB-HBM3"
+    );
+}
+
+// ---- reading Workloads --------------------------------------------------------------------
+
+fn wl(conditions: Value) -> Value {
+    json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": "jobset-gantry-019a7c3e5b1d7f008a3c2f6d9e1b4c70-1a2b3",
+            "namespace": "team-nlp",
+            "creationTimestamp": "2026-11-29T10:00:00Z",
+            "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "gantry-019a7c3e5b1d7f008a3c2f6d9e1b4c70", "uid": "u1"}]
+        },
+        "spec": {
+            "queueName": "hgx-h100",
+            "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "gantry-high"},
+            "podSets": [{"name": "node", "count": 2, "template": {"spec": {"containers": [{"name": "trainer", "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}]
+        },
+        "status": {"conditions": conditions}
+    })
+}
+
+fn cond(kind: &str, status: bool, reason: &str, message: &str) -> Value {
+    json!({"type": kind, "status": if status { "True" } else { "False" }, "reason": reason, "message": message, "lastTransitionTime": "2026-11-29T10:05:00Z"})
+}
+
+#[test]
+fn workload_conditions_become_state_changes() {
+    let prefix = "team-";
+    let pending = status::observe(&wl(json!([cond("QuotaReserved", false, "Pending", "couldn't assign flavors to pod set node: insufficient unused quota for nvidia.com/gpu in flavor hgx-h100, 16 more needed")])), prefix).unwrap();
+    assert_eq!(pending.job_id, JOB_ID);
+    assert_eq!(pending.team, "nlp");
+    assert_eq!(pending.pool, "hgx-h100");
+    assert_eq!(pending.gpus, 16);
+    assert_eq!(pending.priority, Priority::High);
+    match &pending.phase {
+        Phase::Pending { reason } => {
+            assert!(reason.contains("insufficient unused quota"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(transitions(None, &pending), vec![]);
+
+    let admitted = status::observe(
+        &wl(json!([
+            cond("QuotaReserved", true, "QuotaReserved", ""),
+            cond("Admitted", true, "Admitted", "")
+        ])),
+        prefix,
+    )
+    .unwrap();
+    assert_eq!(
+        transitions(Some(&pending), &admitted),
+        vec![Change::Admitted { nodes: vec![] }]
+    );
+    let running = status::observe(
+        &wl(json!([
+            cond("Admitted", true, "Admitted", ""),
+            cond("PodsReady", true, "PodsReady", "")
+        ])),
+        prefix,
+    )
+    .unwrap();
+    assert_eq!(
+        transitions(Some(&admitted), &running),
+        vec![Change::Running]
+    );
+    assert_eq!(
+        transitions(Some(&running), &running),
+        vec![],
+        "the same sighting twice changes nothing"
+    );
+
+    let preempted = status::observe(
+        &wl(json!([
+            cond("Admitted", false, "NoReservation", ""),
+            cond(
+                "Evicted",
+                true,
+                "Preempted",
+                "Preempted to accommodate a workload"
+            ),
+            cond(
+                "Preempted",
+                true,
+                "InCohortReclamation",
+                "Preempted to accommodate a workload (UID: x) due to reclamation within the cohort"
+            ),
+            cond("QuotaReserved", false, "Pending", "waiting"),
+        ])),
+        prefix,
+    )
+    .unwrap();
+    assert_eq!(
+        transitions(Some(&running), &preempted),
+        vec![Change::Preempted {
+            reason: "Preempted: another team reclaimed its quota".into()
+        }]
+    );
+
+    let failed = status::observe(
+        &wl(json!([cond(
+            "Finished",
+            true,
+            "Failed",
+            "Job failed: BackoffLimitExceeded"
+        )])),
+        prefix,
+    )
+    .unwrap();
+    assert_eq!(
+        transitions(Some(&running), &failed),
+        vec![Change::Failed {
+            reason: "Job failed: BackoffLimitExceeded".into()
+        }]
+    );
+    let done = status::observe(
+        &wl(json!([cond(
+            "Finished",
+            true,
+            "Succeeded",
+            "Job finished successfully"
+        )])),
+        prefix,
+    )
+    .unwrap();
+    assert_eq!(
+        transitions(None, &done),
+        vec![
+            Change::Admitted { nodes: vec![] },
+            Change::Succeeded {
+                reason: "Job finished successfully".into()
+            }
+        ],
+        "a job that finished while Gantry was down still passes through admitted"
+    );
+
+    // Workloads of other jobs are not Gantry's.
+    let mut other = wl(json!([]));
+    other["metadata"]["ownerReferences"][0]["name"] = json!("someone-elses-job");
+    assert!(status::observe(&other, prefix).is_none());
+}
+
+#[test]
+fn queues_merge_in_kueues_cross_queue_order() {
+    let t = |m: i64| {
+        DateTime::parse_from_rfc3339("2026-11-29T10:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc)
+            + chrono::Duration::minutes(m)
+    };
+    let p = |id: &str, team: &str, prio: i64, m: i64, pos: u32| VisiblePending {
+        job_id: id.into(),
+        team: team.into(),
+        priority: prio,
+        created: t(m),
+        position_in_queue: pos,
+    };
+    let merged = merge_queues(vec![
+        vec![p("n1", "nlp", 1000, 1, 0), p("n2", "nlp", 1000, 5, 1)],
+        vec![
+            p("v1", "vision", 10000, 9, 0),
+            p("v2", "vision", 1000, 3, 1),
+        ],
+    ]);
+    let ids: Vec<&str> = merged.iter().map(|p| p.job_id.as_str()).collect();
+    assert_eq!(ids, ["v1", "n1", "v2", "n2"]);
+}
+
+// ---- request sequences against a mock API server --------------------------------------------
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+fn mock(timeout_s: u64) -> (Arc<KubeCluster>, Handle) {
+    let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(svc, "default");
+    let mut s = settings();
+    s.timeout_s = timeout_s;
+    let pools = vec![PoolSpec {
+        name: "hgx-h100".into(),
+        gpu_model: "H100".into(),
+        nodes: 4,
+        strategy: crate::cluster::QueueingStrategy::BestEffortFifo,
+    }];
+    (Arc::new(KubeCluster::new(client, s, pools)), handle)
+}
+
+async fn body_json(req: Request<Body>) -> Value {
+    let bytes = req.into_body().collect_bytes().await.expect("request body");
+    if bytes.is_empty() {
+        return Value::Null;
+    }
+    serde_json::from_slice(&bytes).expect("a JSON body")
+}
+
+fn respond(send: tower_test::mock::SendResponse<Response<Body>>, status: StatusCode, body: Value) {
+    send.send_response(
+        Response::builder()
+            .status(status)
+            .body(Body::from(serde_json::to_vec(&body).unwrap()))
+            .unwrap(),
+    );
+}
+
+#[tokio::test]
+async fn submit_applies_the_jobset_and_a_retry_applies_the_same_object() {
+    let (k, mut handle) = mock(5);
+    let t = crate::seed::templates()
+        .into_iter()
+        .find(|t| t.name == "llama-3.1-8b-fsdp")
+        .unwrap();
+    let w = workload(&t, 16, "nlp");
+    let server = tokio::spawn(async move {
+        let mut bodies = Vec::new();
+        for _ in 0..2 {
+            let (req, send) = handle.next_request().await.expect("an apply");
+            assert_eq!(req.method(), Method::PATCH);
+            assert_eq!(req.uri().path(), "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-nlp/jobsets/gantry-019a7c3e5b1d7f008a3c2f6d9e1b4c70");
+            let q = req.uri().query().unwrap_or_default().to_string();
+            assert!(
+                q.contains("fieldManager=gantry") && q.contains("force=true"),
+                "{q}"
+            );
+            assert_eq!(
+                req.headers()[http::header::CONTENT_TYPE],
+                "application/apply-patch+yaml"
+            );
+            let body = body_json(req).await;
+            respond(send, StatusCode::OK, body.clone());
+            bodies.push(body);
+        }
+        assert_eq!(
+            bodies[0], bodies[1],
+            "a retried submission is the same object"
+        );
+        assert_eq!(
+            bodies[0]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"],
+            "hgx-h100"
+        );
+        assert!(
+            bodies[0]["spec"].get("suspend").is_none(),
+            "Kueue's webhook suspends it; Gantry must not own the field"
+        );
+    });
+    k.submit(w.clone()).await.expect("applied");
+    k.submit(w).await.expect("applied again");
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn an_unreachable_api_server_is_a_clear_error_not_a_hang() {
+    let (k, mut handle) = mock(1);
+    let t = crate::seed::templates().remove(0);
+    let server = tokio::spawn(async move {
+        // The request arrives and is never answered.
+        let (_req, send) = handle.next_request().await.expect("an apply");
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        drop(send);
+    });
+    let err = k.submit(workload(&t, 8, "nlp")).await.unwrap_err();
+    assert!(
+        matches!(&err, ClusterError::Unavailable(m) if m.contains("no answer within 1 s")),
+        "{err}"
+    );
+    assert!(!k.is_reachable());
+    server.abort();
+}
+
+#[tokio::test]
+async fn cancel_deletes_the_job_object_in_the_foreground() {
+    let (k, mut handle) = mock(5);
+    k.observe(&wl(json!([cond(
+        "QuotaReserved",
+        false,
+        "Pending",
+        "waiting"
+    )])));
+    let server = tokio::spawn(async move {
+        let (req, send) = handle.next_request().await.expect("a delete");
+        assert_eq!(req.method(), Method::DELETE);
+        assert_eq!(req.uri().path(), "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-nlp/jobsets/gantry-019a7c3e5b1d7f008a3c2f6d9e1b4c70");
+        assert_eq!(
+            body_json(req).await,
+            json!({"propagationPolicy": "Foreground"})
+        );
+        respond(
+            send,
+            StatusCode::OK,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200}),
+        );
+        // The TrainJob of the same name is tried too (the kind was not recorded): 404 is fine.
+        let (req, send) = handle.next_request().await.expect("a second delete");
+        assert!(req
+            .uri()
+            .path()
+            .ends_with("/trainjobs/gantry-019a7c3e5b1d7f008a3c2f6d9e1b4c70"));
+        respond(
+            send,
+            StatusCode::NOT_FOUND,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"}),
+        );
+    });
+    k.cancel(JOB_ID).await.expect("cancelled");
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_quota_edit_applies_only_gantrys_fields_and_reports_a_conflict() {
+    let (k, mut handle) = mock(5);
+    let server = tokio::spawn(async move {
+        let (req, send) = handle.next_request().await.expect("an apply");
+        assert_eq!(req.method(), Method::PATCH);
+        assert_eq!(
+            req.uri().path(),
+            "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/nlp-hgx-h100"
+        );
+        let q = req.uri().query().unwrap_or_default().to_string();
+        assert!(
+            q.contains("fieldManager=gantry") && !q.contains("force"),
+            "never forced: {q}"
+        );
+        let body = body_json(req).await;
+        assert_eq!(
+            body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0],
+            json!({"name": "nvidia.com/gpu", "nominalQuota": 48, "borrowingLimit": 16})
+        );
+        respond(
+            send,
+            StatusCode::CONFLICT,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409,
+            "message": "Apply failed with 1 conflict: conflict with \"kubectl-edit\": .spec.resourceGroups"}),
+        );
+    });
+    let err = k
+        .set_quota(
+            "nlp",
+            "hgx-h100",
+            QuotaSpec {
+                nominal: 48,
+                borrowing_limit: Some(16),
+                lending_limit: None,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("kubectl-edit"), "{err}");
+    assert!(k.is_reachable(), "the server answered");
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn positions_come_from_the_visibility_api_merged_across_the_pools_queues() {
+    let (k, mut handle) = mock(5);
+    k.know_quota(
+        "nlp",
+        "hgx-h100",
+        QuotaSpec {
+            nominal: 16,
+            borrowing_limit: Some(0),
+            lending_limit: None,
+        },
+    );
+    k.know_quota(
+        "vision",
+        "hgx-h100",
+        QuotaSpec {
+            nominal: 16,
+            borrowing_limit: Some(0),
+            lending_limit: None,
+        },
+    );
+    k.observe(&wl(json!([cond(
+        "QuotaReserved",
+        false,
+        "Pending",
+        "insufficient unused quota for nvidia.com/gpu in flavor hgx-h100, 16 more needed"
+    )])));
+    let item = |owner: &str, prio: i64, created: &str, pos: u32| {
+        json!({
+            "metadata": {"name": format!("jobset-{owner}"), "creationTimestamp": created, "ownerReferences": [{"kind": "JobSet", "name": owner}]},
+            "priority": prio, "positionInClusterQueue": pos, "positionInLocalQueue": pos, "localQueueName": "hgx-h100"
+        })
+    };
+    let server = tokio::spawn(async move {
+        let (req, send) = handle.next_request().await.expect("nlp's queue");
+        assert_eq!(
+            req.uri().path(),
+            "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/nlp-hgx-h100/pendingworkloads"
+        );
+        respond(
+            send,
+            StatusCode::OK,
+            json!({"kind": "PendingWorkloadsSummary", "items": [
+            item("gantry-019a7c3e5b1d7f008a3c2f6d9e1b4c70", 10000, "2026-11-29T10:00:00Z", 0)]}),
+        );
+        let (req, send) = handle.next_request().await.expect("vision's queue");
+        assert_eq!(req.uri().path(), "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/vision-hgx-h100/pendingworkloads");
+        respond(
+            send,
+            StatusCode::OK,
+            json!({"kind": "PendingWorkloadsSummary", "items": [
+            item("gantry-00000000000000000000000000000001", 10000, "2026-11-29T09:00:00Z", 0),
+            item("gantry-00000000000000000000000000000002", 1000, "2026-11-29T08:00:00Z", 1)]}),
+        );
+    });
+    let q = k.pending("hgx-h100").await.expect("a queue");
+    server.await.unwrap();
+    let ids: Vec<&str> = q.iter().map(|p| p.job_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "00000000-0000-0000-0000-000000000001",
+            JOB_ID,
+            "00000000-0000-0000-0000-000000000002"
+        ]
+    );
+    let mine = &q[1];
+    assert_eq!((mine.position_in_pool, mine.position_in_team), (2, 1));
+    assert_eq!(mine.team, "nlp");
+    assert!(
+        mine.reason.contains("16 more needed"),
+        "Kueue's own reason: {}",
+        mine.reason
+    );
+}
+
+#[tokio::test]
+async fn the_watch_turns_workload_events_into_cluster_events() {
+    let (k, mut handle) = mock(5);
+    let mut events = k.subscribe();
+    let watch = k.spawn_watch();
+    let admitted = wl(json!([
+        cond("QuotaReserved", true, "QuotaReserved", ""),
+        cond("Admitted", true, "Admitted", "")
+    ]));
+    let mut running = wl(json!([
+        cond("Admitted", true, "Admitted", ""),
+        cond("PodsReady", true, "PodsReady", "")
+    ]));
+    running["metadata"]["resourceVersion"] = json!("3");
+    let server = tokio::spawn(async move {
+        let (req, send) = handle.next_request().await.expect("the initial list");
+        assert_eq!(req.uri().path(), "/apis/kueue.x-k8s.io/v1beta2/workloads");
+        assert!(!req.uri().query().unwrap_or_default().contains("watch=true"));
+        respond(
+            send,
+            StatusCode::OK,
+            json!({"kind": "WorkloadList", "apiVersion": "kueue.x-k8s.io/v1beta2", "metadata": {"resourceVersion": "2"}, "items": [admitted]}),
+        );
+        let (req, send) = handle.next_request().await.expect("the watch");
+        assert!(req.uri().query().unwrap_or_default().contains("watch=true"));
+        let line = serde_json::to_vec(&json!({"type": "MODIFIED", "object": running})).unwrap();
+        send.send_response(
+            Response::builder()
+                .status(StatusCode::OK)
+                .body(Body::from(line))
+                .unwrap(),
+        );
+        // Keep the handle open so the watcher's next request waits instead of failing.
+        let _ = handle.next_request().await;
+    });
+    let first = tokio::time::timeout(std::time::Duration::from_secs(5), events.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (first.job_id.as_str(), first.change.clone()),
+        (JOB_ID, Change::Admitted { nodes: vec![] })
+    );
+    let second = tokio::time::timeout(std::time::Duration::from_secs(5), events.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(second.change, Change::Running);
+    assert_eq!(second.seq, first.seq + 1);
+    let phases = k.workloads().await.unwrap();
+    assert!(
+        matches!(&phases[..], [(id, WorkloadPhase::Admitted { running: true, .. })] if id == JOB_ID)
+    );
+    watch.abort();
+    server.abort();
+}
