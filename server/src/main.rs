@@ -18,12 +18,50 @@ async fn main() -> anyhow::Result<()> {
             std::process::exit(2);
         }
     };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !args.is_empty() {
+        return command(config, &args).await;
+    }
     let running = gantry::startup::start(config, gantry::startup::leptos_options()).await?;
     println!("Gantry is up: http://{}", running.addr);
     shutdown_signal().await;
     tracing::info!("shutting down");
     running.stop().await;
     Ok(())
+}
+
+/// `gantry kube render …`; anything else is a usage error.
+async fn command(config: gantry::config::Config, args: &[String]) -> anyhow::Result<()> {
+    use gantry::cluster::k8s::render::{render, RenderArgs, USAGE};
+    let usage = || -> ! {
+        eprintln!("{USAGE}\n(with no arguments, gantry starts the portal)");
+        std::process::exit(2);
+    };
+    if args.len() < 2 || args[0] != "kube" || args[1] != "render" {
+        usage();
+    }
+    let render_args = match RenderArgs::parse(&args[2..]) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("gantry: {e}");
+            std::process::exit(2);
+        }
+    };
+    let url = secrecy::ExposeSecret::expose_secret(&config.database.url).to_string();
+    let db = gantry::db::Db::connect(&url, 1).await?;
+    if config.demo.seed {
+        gantry::seed::seed_catalog(&db, chrono::Utc::now()).await?;
+    }
+    match render(&config, &db, &render_args).await {
+        Ok(yaml) => {
+            print!("{yaml}");
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("gantry: {e}");
+            std::process::exit(2);
+        }
+    }
 }
 
 async fn shutdown_signal() {

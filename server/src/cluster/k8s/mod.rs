@@ -21,6 +21,7 @@
 //! stored and the reconciler sends it again.
 
 pub mod objects;
+pub mod render;
 pub mod status;
 #[cfg(test)]
 mod tests;

@@ -801,3 +801,111 @@ async fn the_watch_turns_workload_events_into_cluster_events() {
     watch.abort();
     server.abort();
 }
+
+// ---- gantry kube render ----------------------------------------------------------------
+
+#[test]
+fn render_arguments_are_checked() {
+    let w = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+    assert_eq!(
+        render::RenderArgs::parse(&w("")).unwrap(),
+        render::RenderArgs::default()
+    );
+    let a = render::RenderArgs::parse(&w("--template llama-3.1-8b-fsdp --gpus 32 --team vision"))
+        .unwrap();
+    assert_eq!(
+        (a.template.as_deref(), a.gpus, a.team.as_deref()),
+        (Some("llama-3.1-8b-fsdp"), Some(32), Some("vision"))
+    );
+    for (bad, says) in [
+        ("--gpus 8", "go together"),
+        ("--template x --gpus zero", "--gpus"),
+        ("--template x --gpus 0", "--gpus"),
+        ("--team nlp", "need --template"),
+        ("--template x --gpus 8 --priority urgent", "--priority"),
+        ("--frobnicate", "unknown argument"),
+        ("--template", "needs a value"),
+    ] {
+        let e = render::RenderArgs::parse(&w(bad)).unwrap_err();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}
+
+#[tokio::test]
+async fn render_reads_the_stored_pools_quotas_and_templates() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("render.db").display()
+    );
+    let db = crate::db::Db::connect(&url, 1).await.unwrap();
+    crate::seed::seed_catalog(&db, Utc::now()).await.unwrap();
+    let config = Config::default();
+    let parse = |yaml: &str| -> Vec<Value> {
+        yaml.split("---\n")
+            .filter(|d| !d.trim().is_empty())
+            .map(|d| serde_saphyr::from_str(d).unwrap())
+            .collect()
+    };
+    let all = parse(
+        &render::render(&config, &db, &render::RenderArgs::default())
+            .await
+            .unwrap(),
+    );
+    let cqs: Vec<&str> = all
+        .iter()
+        .filter(|o| o["kind"] == "ClusterQueue")
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(cqs.len(), 6, "3 teams x 2 pools: {cqs:?}");
+    assert!(cqs.contains(&"speech-hgx-h200"));
+    let cq = validator("kueue.x-k8s.io_clusterqueues.yaml", "v1beta2");
+    for o in all.iter().filter(|o| o["kind"] == "ClusterQueue") {
+        assert_eq!(errors(&cq, o), Vec::<String>::new());
+    }
+    let args = render::RenderArgs {
+        template: Some("qwen2.5-72b-zero3".into()),
+        gpus: Some(32),
+        team: Some("vision".into()),
+        priority: Some(Priority::Low),
+    };
+    let job = parse(&render::render(&config, &db, &args).await.unwrap());
+    assert_eq!(job.len(), 1);
+    assert_eq!(job[0]["kind"], "JobSet");
+    assert_eq!(job[0]["metadata"]["namespace"], "team-vision");
+    assert_eq!(
+        job[0]["metadata"]["labels"]["kueue.x-k8s.io/priority-class"],
+        "gantry-low"
+    );
+    let cmd = job[0]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        ["containers"][0]["command"]
+        .clone();
+    assert_eq!(cmd[0], "deepspeed");
+    assert_eq!(cmd[1], "--no_ssh");
+    assert_eq!(cmd[2], "--num_nodes=4");
+    let js = validator("jobset.x-k8s.io_jobsets.yaml", "v1alpha2");
+    assert_eq!(errors(&js, &job[0]), Vec::<String>::new());
+    let bad = render::RenderArgs {
+        template: Some("qwen2.5-72b-zero3".into()),
+        gpus: Some(8),
+        ..Default::default()
+    };
+    let e = render::render(&config, &db, &bad)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--gpus") && e.contains("[16, 32, 64]"), "{e}");
+    let unknown = render::RenderArgs {
+        template: Some("gpt-5".into()),
+        gpus: Some(8),
+        ..Default::default()
+    };
+    let e = render::render(&config, &db, &unknown)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no template 'gpt-5'") && e.contains("llama-3.1-8b-fsdp"),
+        "{e}"
+    );
+}
