@@ -107,6 +107,9 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Option<LiveChange>, crate::
     }))
 }
 
+/// Seconds a sent job may stay unseen by the cluster before it is sent again.
+pub const RESEND_AFTER_S: i64 = 120;
+
 /// Brings the cluster in line with the database: sends queued jobs the cluster does not know
 /// (stored, then the server stopped or the cluster was unreachable before it was sent) and
 /// deletes workloads of jobs that already ended in the database (a cancel the cluster missed).
@@ -133,8 +136,17 @@ pub async fn resend_unsent(portal: &Portal) -> anyhow::Result<usize> {
         .map(|(id, _)| id)
         .collect();
     let mut sent = 0;
+    let now = portal.cluster.now();
     for row in portal.db.active_jobs().await? {
         if row.state != JobState::Queued || known.contains(&row.id) {
+            continue;
+        }
+        // Sent but not seen yet: a real cluster lists it a moment later. Only a job it still
+        // lacks after a while is sent again (the same object name: nothing doubles).
+        if row
+            .sent_at
+            .is_some_and(|at| now - at < chrono::Duration::seconds(RESEND_AFTER_S))
+        {
             continue;
         }
         let spec = crate::service::workload_of(&portal.db, &row).await?;

@@ -468,7 +468,13 @@ impl Portal {
         pools.dedup();
         let mut out = HashMap::new();
         for pool in pools {
-            out.insert(pool.to_string(), self.cluster.pending(pool).await?);
+            // A cluster that does not answer costs the positions, not the page.
+            match self.cluster.pending(pool).await {
+                Ok(q) => {
+                    out.insert(pool.to_string(), q);
+                }
+                Err(e) => tracing::warn!(pool, error = %e, "no queue positions from the cluster"),
+            }
         }
         Ok(out)
     }
@@ -547,9 +553,14 @@ impl Portal {
                 eta: p.and_then(|p| p.eta),
                 pending_reason: match (r.state, p) {
                     (JobState::Queued, Some(p)) => Some(p.reason.clone()),
-                    (JobState::Queued, None) => {
-                        Some("Waiting to be sent to the cluster".to_string())
-                    }
+                    (JobState::Queued, None) if r.sent_at.is_none() => Some(
+                        "Stored, not yet sent: the cluster is unreachable; Gantry retries every 10 s"
+                            .to_string(),
+                    ),
+                    (JobState::Queued, None) => Some(
+                        "Sent to the cluster; waiting for Kueue to list it in the queue"
+                            .to_string(),
+                    ),
                     _ => None,
                 },
                 nodes: nodes_for(r.gpus),
