@@ -51,6 +51,27 @@ use app::model::GPUS_PER_NODE;
 use objects::PoolObjects;
 use status::{Observed, Phase};
 
+/// Every (API group, resource, verb) this back end calls: what `deploy/rbac.yaml` grants,
+/// no more (a test keeps them equal). A server-side apply is a `patch`, and one that creates
+/// the object is also authorized as `create`.
+pub const API_USE: &[(&str, &str, &str)] = &[
+    ("kueue.x-k8s.io", "workloads", "list"),
+    ("kueue.x-k8s.io", "workloads", "watch"),
+    ("kueue.x-k8s.io", "clusterqueues", "create"),
+    ("kueue.x-k8s.io", "clusterqueues", "patch"),
+    (
+        "visibility.kueue.x-k8s.io",
+        "clusterqueues/pendingworkloads",
+        "get",
+    ),
+    ("jobset.x-k8s.io", "jobsets", "create"),
+    ("jobset.x-k8s.io", "jobsets", "patch"),
+    ("jobset.x-k8s.io", "jobsets", "delete"),
+    ("trainer.kubeflow.org", "trainjobs", "create"),
+    ("trainer.kubeflow.org", "trainjobs", "patch"),
+    ("trainer.kubeflow.org", "trainjobs", "delete"),
+];
+
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }

@@ -909,3 +909,72 @@ async fn render_reads_the_stored_pools_quotas_and_templates() {
         "{e}"
     );
 }
+
+// ---- deploy/ ------------------------------------------------------------------------------
+
+fn deploy_docs(file: &str) -> Vec<Value> {
+    let path = format!("{}/../deploy/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    text.split("\n---\n")
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| serde_saphyr::from_str(d).unwrap_or_else(|e| panic!("{path}: {e}")))
+        .collect()
+}
+
+#[test]
+fn rbac_grants_exactly_what_the_back_end_calls() {
+    let mut granted = std::collections::BTreeSet::new();
+    for role in deploy_docs("rbac.yaml")
+        .iter()
+        .filter(|d| d["kind"] == "ClusterRole")
+    {
+        for rule in role["rules"].as_array().unwrap() {
+            for g in rule["apiGroups"].as_array().unwrap() {
+                for r in rule["resources"].as_array().unwrap() {
+                    for v in rule["verbs"].as_array().unwrap() {
+                        granted.insert((
+                            g.as_str().unwrap().to_string(),
+                            r.as_str().unwrap().to_string(),
+                            v.as_str().unwrap().to_string(),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    let used: std::collections::BTreeSet<_> = API_USE
+        .iter()
+        .map(|(g, r, v)| (g.to_string(), r.to_string(), v.to_string()))
+        .collect();
+    assert_eq!(granted, used);
+    // the team-jobs role is bound per team namespace, never cluster-wide
+    for b in deploy_docs("rbac.yaml")
+        .iter()
+        .filter(|d| d["roleRef"]["name"] == "gantry-team-jobs")
+    {
+        assert_eq!(b["kind"], "RoleBinding");
+        assert!(b["metadata"]["namespace"]
+            .as_str()
+            .unwrap()
+            .starts_with("team-"));
+    }
+}
+
+#[test]
+fn the_deployments_configuration_loads_and_its_probes_exist() {
+    let cm = &deploy_docs("configmap.yaml")[0];
+    let toml = cm["data"]["gantry.toml"].as_str().unwrap();
+    let fig = figment::Figment::from(figment::providers::Serialized::defaults(Config::default()))
+        .merge(<figment::providers::Toml as figment::providers::Format>::string(toml));
+    let config = Config::from_figment(fig).expect("deploy/configmap.yaml is a valid configuration");
+    assert_eq!(config.cluster.backend, crate::config::ClusterBackend::Kube);
+    assert!(!config.auth.dev_login);
+    let d = &deploy_docs("deployment.yaml")[0];
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(
+        d["spec"]["template"]["spec"]["serviceAccountName"],
+        "gantry"
+    );
+}
