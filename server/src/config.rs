@@ -110,6 +110,8 @@ pub struct KubeSettings {
     pub memory_per_gpu_gib: u32,
     /// Seconds to wait for the API server before a call counts as failed.
     pub timeout_s: u64,
+    /// Kubeflow Trainer is installed: watch TrainJobs (templates may name a runtime).
+    pub trainer: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -192,6 +194,7 @@ impl Default for Config {
                 cpu_per_gpu: 12,
                 memory_per_gpu_gib: 200,
                 timeout_s: 10,
+                trainer: true,
             },
             auth: AuthConfig {
                 dev_login: true,

@@ -229,6 +229,7 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         // The watch's first list brings the database up to date with what the cluster did
         // while Gantry was down (the event writer applies only changes that move a job on).
         tasks.push(kube.spawn_watch());
+        tasks.extend(kube.spawn_job_watches());
     }
     let portal = Arc::new(Portal::new(
         db.clone(),

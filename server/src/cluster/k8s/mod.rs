@@ -57,6 +57,10 @@ use status::{Observed, Phase};
 pub const API_USE: &[(&str, &str, &str)] = &[
     ("kueue.x-k8s.io", "workloads", "list"),
     ("kueue.x-k8s.io", "workloads", "watch"),
+    ("jobset.x-k8s.io", "jobsets", "list"),
+    ("jobset.x-k8s.io", "jobsets", "watch"),
+    ("trainer.kubeflow.org", "trainjobs", "list"),
+    ("trainer.kubeflow.org", "trainjobs", "watch"),
     ("kueue.x-k8s.io", "clusterqueues", "create"),
     ("kueue.x-k8s.io", "clusterqueues", "patch"),
     (
@@ -226,6 +230,11 @@ impl KubeCluster {
     /// The watched state as the sim's rules see it: quotas, holders on nodes, the queue.
     fn mirror_state(&self) -> SimState {
         let m = self.mirror();
+        let runtime = |o: &Observed| {
+            o.max_runtime_s
+                .or_else(|| m.submitted.get(&o.job_id).map(|s| s.0))
+                .unwrap_or(0)
+        };
         let mut st = SimState::new(&self.pools, GPUS_PER_NODE);
         for ((team, pool), q) in &m.quotas {
             let _ = st.set_quota(team, pool, *q);
@@ -239,7 +248,7 @@ impl KubeCluster {
                 gpus: o.gpus,
                 priority: o.priority,
                 submitted_at: o.created_at,
-                max_runtime_s: m.submitted.get(&o.job_id).map_or(0, |s| s.0),
+                max_runtime_s: runtime(o),
                 run: RunSpec::default(),
             };
             match &o.phase {
@@ -264,7 +273,7 @@ impl KubeCluster {
                 gpus: o.gpus,
                 priority: o.priority,
                 submitted_at: o.created_at,
-                max_runtime_s: m.submitted.get(&o.job_id).map_or(0, |s| s.0),
+                max_runtime_s: runtime(o),
                 run: RunSpec::default(),
             });
         }
@@ -346,6 +355,98 @@ impl KubeCluster {
                 }
             }
         })
+    }
+
+    /// Watches Gantry's own JobSets (and TrainJobs when `kube.trainer` is on): a job object
+    /// deleted in the cluster ends its job as cancelled, and its own verdict ends it when its
+    /// Workload is already gone.
+    pub fn spawn_job_watches(self: &Arc<Self>) -> Vec<tokio::task::JoinHandle<()>> {
+        let mut kinds = vec![resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")];
+        if self.settings.trainer {
+            kinds.push(resource(
+                "trainer.kubeflow.org",
+                "v1alpha1",
+                "TrainJob",
+                "trainjobs",
+            ));
+        }
+        kinds
+            .into_iter()
+            .map(|ar| {
+                let me = Arc::clone(self);
+                tokio::spawn(async move {
+                    let api: Api<DynamicObject> = Api::all_with(me.client.clone(), &ar);
+                    let cfg = watcher::Config::default().labels("app.kubernetes.io/managed-by=gantry");
+                    let mut events = watcher(api, cfg).default_backoff().boxed();
+                    while let Some(ev) = events.next().await {
+                        match ev {
+                            Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => {
+                                if let Ok(v) = serde_json::to_value(&o) {
+                                    me.observe_job_object(&v, false);
+                                }
+                            }
+                            Ok(watcher::Event::Delete(o)) => {
+                                if let Ok(v) = serde_json::to_value(&o) {
+                                    me.observe_job_object(&v, true);
+                                }
+                            }
+                            Ok(_) => {}
+                            Err(e) => {
+                                tracing::warn!(kind = %ar.kind, error = %e, "watching Gantry's job objects failed; retrying with backoff")
+                            }
+                        }
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// A JobSet or TrainJob as its watch saw it (or its deletion).
+    pub fn observe_job_object(&self, obj: &Value, deleted: bool) {
+        let Some(job_id) = obj["metadata"]["labels"][objects::JOB_ID_LABEL]
+            .as_str()
+            .map(str::to_string)
+        else {
+            return;
+        };
+        let pool = obj["metadata"]["labels"]["gantry.dev/pool"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let (finished, workload_seen) = {
+            let m = self.mirror();
+            let seen = m.observed.get(&job_id);
+            (
+                seen.is_some_and(|o| matches!(o.phase, Phase::Finished { .. })),
+                seen.is_some(),
+            )
+        };
+        if finished {
+            return;
+        }
+        let kind = obj["kind"].as_str().unwrap_or("JobSet");
+        let change = if deleted {
+            Some(Change::Cancelled {
+                reason: format!("Its {kind} was deleted in the cluster"),
+            })
+        } else if workload_seen {
+            None // the Workload speaks for it
+        } else {
+            status::job_object_outcome(obj).map(|ok| {
+                if ok {
+                    Change::Succeeded {
+                        reason: format!("The {kind} completed"),
+                    }
+                } else {
+                    Change::Failed {
+                        reason: format!("The {kind} failed"),
+                    }
+                }
+            })
+        };
+        if let Some(c) = change {
+            self.emit(&pool, &job_id, Utc::now(), vec![c]);
+        }
     }
 
     /// The pending workloads of one ClusterQueue from Kueue's visibility API, in its order.
@@ -511,8 +612,17 @@ impl Cluster for KubeCluster {
     async fn cancel(&self, job_id: &str) -> Result<()> {
         let (ns, kinds) = {
             let m = self.mirror();
-            let team = m.observed.get(job_id).map(|o| o.team.clone());
-            let kind = m.submitted.get(job_id).map(|s| s.1);
+            let seen = m.observed.get(job_id);
+            let team = seen.map(|o| o.team.clone());
+            let kind = m.submitted.get(job_id).map(|s| s.1).or_else(|| {
+                seen.map(|o| {
+                    if o.owner_kind == "TrainJob" {
+                        "TrainJob"
+                    } else {
+                        "JobSet"
+                    }
+                })
+            });
             (
                 team.map(|t| objects::namespace(&self.settings, &t)),
                 kind.map_or(vec!["JobSet", "TrainJob"], |k| vec![k]),

@@ -41,6 +41,10 @@ pub struct Observed {
     pub gpus: u32,
     pub priority: Priority,
     pub created_at: DateTime<Utc>,
+    /// `spec.maximumExecutionTimeSeconds` (from the job's `max-exec-time-seconds` label).
+    pub max_runtime_s: Option<u64>,
+    /// `JobSet` or `TrainJob`: the object to delete on cancel.
+    pub owner_kind: String,
     pub phase: Phase,
     /// The sentence of the last preemption, while the `Preempted` condition is true.
     pub preempted: Option<String>,
@@ -146,6 +150,23 @@ fn nodes(w: &Value) -> Vec<String> {
     out
 }
 
+/// A JobSet's or TrainJob's own verdict, when it has one: `Some(true)` completed,
+/// `Some(false)` failed (JobSet `status.terminalState`; TrainJob `Complete`/`Failed` conditions).
+pub fn job_object_outcome(obj: &Value) -> Option<bool> {
+    match obj["status"]["terminalState"].as_str() {
+        Some("Completed") => return Some(true),
+        Some("Failed") => return Some(false),
+        _ => {}
+    }
+    if is_true(obj, "Complete") {
+        return Some(true);
+    }
+    if is_true(obj, "Failed") {
+        return Some(false);
+    }
+    None
+}
+
 /// Reads a Workload owned by a Gantry job; `None` for workloads of other jobs.
 pub fn observe(w: &Value, namespace_prefix: &str) -> Option<Observed> {
     let owner = w["metadata"]["ownerReferences"]
@@ -203,6 +224,8 @@ pub fn observe(w: &Value, namespace_prefix: &str) -> Option<Observed> {
         gpus: gpus(w),
         priority,
         created_at,
+        max_runtime_s: w["spec"]["maximumExecutionTimeSeconds"].as_u64(),
+        owner_kind: owner["kind"].as_str().unwrap_or("JobSet").to_string(),
         phase,
         preempted,
     })

@@ -609,17 +609,8 @@ async fn cancel_deletes_the_job_object_in_the_foreground() {
             StatusCode::OK,
             json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200}),
         );
-        // The TrainJob of the same name is tried too (the kind was not recorded): 404 is fine.
-        let (req, send) = handle.next_request().await.expect("a second delete");
-        assert!(req
-            .uri()
-            .path()
-            .ends_with("/trainjobs/gantry-019a7c3e5b1d7f008a3c2f6d9e1b4c70"));
-        respond(
-            send,
-            StatusCode::NOT_FOUND,
-            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"}),
-        );
+        // The Workload named its owner's kind, so no other kind is tried: the mock closes
+        // here, and a second request would fail the cancel.
     });
     k.cancel(JOB_ID).await.expect("cancelled");
     server.await.unwrap();
@@ -976,5 +967,55 @@ fn the_deployments_configuration_loads_and_its_probes_exist() {
     assert_eq!(
         d["spec"]["template"]["spec"]["serviceAccountName"],
         "gantry"
+    );
+}
+
+#[test]
+fn a_job_object_deleted_in_the_cluster_cancels_its_job() {
+    let (svc, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _guard = rt.enter();
+    let k = KubeCluster::new(kube::Client::new(svc, "default"), settings(), vec![]);
+    let mut events = k.subscribe();
+    let t = crate::seed::templates().remove(0);
+    let js = objects::job_object(&settings(), &workload(&t, 8, "nlp"));
+    // Its Workload is running; then the JobSet is deleted with kubectl.
+    k.observe(&wl(json!([
+        cond("Admitted", true, "Admitted", ""),
+        cond("PodsReady", true, "PodsReady", "")
+    ])));
+    k.observe_job_object(&js, false);
+    k.observe_job_object(&js, true);
+    let changes: Vec<Change> = std::iter::from_fn(|| events.try_recv().ok())
+        .map(|e| e.change)
+        .collect();
+    assert_eq!(
+        changes,
+        vec![
+            Change::Admitted { nodes: vec![] },
+            Change::Running,
+            Change::Cancelled {
+                reason: "Its JobSet was deleted in the cluster".into()
+            }
+        ]
+    );
+    // A JobSet that completed while its Workload was already gone still ends the job.
+    let mut done = js.clone();
+    done["metadata"]["labels"][objects::JOB_ID_LABEL] =
+        json!("00000000-0000-0000-0000-000000000009");
+    done["status"] = json!({"terminalState": "Completed"});
+    k.observe_job_object(&done, false);
+    let e = events.try_recv().unwrap();
+    assert_eq!(
+        (e.job_id.as_str(), e.change),
+        (
+            "00000000-0000-0000-0000-000000000009",
+            Change::Succeeded {
+                reason: "The JobSet completed".into()
+            }
+        )
     );
 }
