@@ -4,6 +4,9 @@ import { defineConfig } from "@playwright/test";
 // decide when time moves. Chromium comes from Debian (never downloaded by Playwright).
 const port = Number(process.env.GANTRY_E2E_PORT ?? 3100);
 const db = `/tmp/gantry-e2e-${port}.db`;
+// A second Gantry on the Kubernetes back end, its API server unreachable (kube.spec.ts).
+export const kubePort = port + 1;
+const kubeDb = `/tmp/gantry-e2e-${kubePort}.db`;
 
 export default defineConfig({
   testDir: "./tests",
@@ -40,20 +43,40 @@ export default defineConfig({
       },
     },
   ],
-  webServer: {
-    command: `rm -f ${db} ${db}-shm ${db}-wal && exec ../target/debug/gantry`,
-    url: `http://127.0.0.1:${port}/healthz`,
-    reuseExistingServer: false,
-    timeout: 60_000,
-    stdout: "pipe",
-    stderr: "pipe",
-    env: {
-      GANTRY__SERVER__ADDR: `127.0.0.1:${port}`,
-      GANTRY__DATABASE__URL: `sqlite://${db}?mode=rwc`,
-      GANTRY__SIM__CLOCK: "manual",
-      GANTRY__DEMO__JOBS: "false",
-      LEPTOS_SITE_ROOT: "../target/site",
-      RUST_LOG: "warn",
+  webServer: [
+    {
+      command: `rm -f ${db} ${db}-shm ${db}-wal && exec ../target/debug/gantry`,
+      url: `http://127.0.0.1:${port}/healthz`,
+      reuseExistingServer: false,
+      timeout: 60_000,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: {
+        GANTRY__SERVER__ADDR: `127.0.0.1:${port}`,
+        GANTRY__DATABASE__URL: `sqlite://${db}?mode=rwc`,
+        GANTRY__SIM__CLOCK: "manual",
+        GANTRY__DEMO__JOBS: "false",
+        LEPTOS_SITE_ROOT: "../target/site",
+        RUST_LOG: "warn",
+      },
     },
-  },
+    {
+      command: `rm -f ${kubeDb} ${kubeDb}-shm ${kubeDb}-wal && exec ../target/debug/gantry`,
+      url: `http://127.0.0.1:${kubePort}/healthz`,
+      reuseExistingServer: false,
+      timeout: 60_000,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: {
+        GANTRY__SERVER__ADDR: `127.0.0.1:${kubePort}`,
+        GANTRY__DATABASE__URL: `sqlite://${kubeDb}?mode=rwc`,
+        GANTRY__CLUSTER__BACKEND: "kube",
+        GANTRY__KUBE__KUBECONFIG: "fixtures/kubeconfig-unreachable.yaml",
+        GANTRY__KUBE__TIMEOUT_S: "2",
+        GANTRY__DEMO__JOBS: "false",
+        LEPTOS_SITE_ROOT: "../target/site",
+        RUST_LOG: "error,kube_client=off",
+      },
+    },
+  ],
 });

@@ -127,9 +127,13 @@ fn NavBar() -> impl IntoView {
 pub fn Authed(children: ChildrenFn) -> impl IntoView {
     let viewer = expect_context::<ViewerResource>();
     let children = StoredValue::new(children);
+    // Not a reactive closure: the viewer is read once per page (sign-in and sign-out load a new
+    // page). A closure would run again when the viewer resolves mid-render, building the page
+    // twice during SSR; the first build's resources then resolve outside their owner and the
+    // serialized data no longer matches what hydration walks.
     view! {
         <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
-            {move || Suspend::new(async move {
+            {Suspend::new(async move {
                 match viewer.await {
                     Ok(Some(_)) => children.with_value(|c| c()).into_any(),
                     Ok(None) => view! { <SignInPrompt/> }.into_any(),

@@ -29,6 +29,14 @@ pub trait Backend: Send + Sync + 'static {
         viewer: &Viewer,
         req: LaunchRequest,
     ) -> Result<LaunchCheck, ApiError>;
+    /// Whether launches can show the Kubernetes object they submit (the kube back end).
+    fn manifests_available(&self) -> bool;
+    /// The Kubernetes object this launch would submit, as YAML; `None` on the sim back end.
+    async fn launch_manifest(
+        &self,
+        viewer: &Viewer,
+        req: LaunchRequest,
+    ) -> Result<Option<String>, ApiError>;
     /// Stores the job, then sends it to the cluster. The same idempotency key returns the
     /// same job (`false` in the second element) instead of launching twice.
     async fn launch_job(

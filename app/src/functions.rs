@@ -70,6 +70,18 @@ pub async fn check_launch(req: LaunchRequest) -> Result<LaunchCheck, ApiError> {
     backend.check_launch(&viewer, req).await
 }
 
+#[server]
+pub async fn manifests_available() -> Result<bool, ApiError> {
+    let (backend, _viewer) = ssr::backend_and_viewer().await?;
+    Ok(backend.manifests_available())
+}
+
+#[server(input = Json)]
+pub async fn launch_manifest(req: LaunchRequest) -> Result<Option<String>, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.launch_manifest(&viewer, req).await
+}
+
 #[server(input = Json)]
 pub async fn launch_job(req: LaunchRequest, idempotency_key: String) -> Result<Job, ApiError> {
     let (backend, viewer) = ssr::backend_and_viewer().await?;

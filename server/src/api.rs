@@ -113,6 +113,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/templates", get(templates))
         .route("/api/v1/pools", get(pools))
         .route("/api/v1/jobs", get(list_jobs).post(launch))
+        .route("/api/v1/manifests", post(manifest))
         .route("/api/v1/jobs/{id}", get(get_job))
         .route("/api/v1/jobs/{id}/cancel", post(cancel))
         .route("/api/v1/events", get(events))
@@ -185,6 +186,27 @@ async fn launch(
         [(http::header::LOCATION, format!("/api/v1/jobs/{}", job.id))],
         Json(job),
     ))
+}
+
+/// The JobSet or TrainJob a launch with this body would submit, as YAML (kube back end).
+async fn manifest(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+    ApiJson(req): ApiJson<LaunchRequest>,
+) -> ApiResult<impl IntoResponse> {
+    match state.portal.manifest(&v, req).await? {
+        Some(yaml) => Ok((
+            [(
+                http::header::CONTENT_TYPE,
+                "application/yaml; charset=utf-8",
+            )],
+            yaml,
+        )),
+        None => Err(ApiError::not_found(
+            "manifests exist on the Kubernetes back end only (cluster.backend = kube)",
+        )
+        .into()),
+    }
 }
 
 #[derive(Deserialize)]

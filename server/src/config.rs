@@ -112,6 +112,9 @@ pub struct KubeSettings {
     pub timeout_s: u64,
     /// Kubeflow Trainer is installed: watch TrainJobs (templates may name a runtime).
     pub trainer: bool,
+    /// A kubeconfig file to use instead of `KUBECONFIG`, `~/.kube/config` or in-cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -195,6 +198,7 @@ impl Default for Config {
                 memory_per_gpu_gib: 200,
                 timeout_s: 10,
                 trainer: true,
+                kubeconfig: None,
             },
             auth: AuthConfig {
                 dev_login: true,

@@ -40,6 +40,8 @@ pub struct Portal {
     applied: watch::Receiver<u64>,
     live: broadcast::Sender<LiveChange>,
     dev_login: bool,
+    /// The Kubernetes object settings, when that is the back end.
+    kube: Option<crate::config::KubeSettings>,
 }
 
 impl From<DbError> for ApiError {
@@ -139,7 +141,14 @@ impl Portal {
             applied,
             live,
             dev_login,
+            kube: None,
         }
+    }
+
+    /// On the Kubernetes back end: launches can show the object they submit.
+    pub fn with_kube(mut self, settings: crate::config::KubeSettings) -> Self {
+        self.kube = Some(settings);
+        self
     }
 
     pub fn subscribe_live(&self) -> broadcast::Receiver<LiveChange> {
@@ -450,6 +459,39 @@ impl Portal {
             eta: a.eta,
             now: self.cluster.now(),
         })
+    }
+
+    /// The JobSet or TrainJob this launch would submit (Kubernetes back end only). The job id
+    /// and name are placeholders until the launch.
+    pub async fn manifest(
+        &self,
+        viewer: &Viewer,
+        req: LaunchRequest,
+    ) -> Result<Option<String>, ApiError> {
+        let Some(settings) = &self.kube else {
+            return Ok(None);
+        };
+        let v = self.validate(viewer, &req).await?;
+        let id = uuid::Uuid::nil().to_string();
+        let name = v
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{}-<id>", v.template.name));
+        let w = WorkloadSpec {
+            job_id: id,
+            team: v.team.clone(),
+            pool: v.pool.clone(),
+            gpus: v.gpus,
+            priority: v.priority,
+            submitted_at: self.cluster.now(),
+            max_runtime_s: v.max_runtime_s,
+            run: run_spec(&v.template, &name, &viewer.user, &v.params),
+        };
+        let obj = crate::cluster::k8s::objects::job_object(settings, &w);
+        Ok(Some(format!(
+            "# What Launch submits (the job id, all zeros here, is assigned at launch)\n{}",
+            crate::cluster::k8s::objects::to_yaml(&[obj])
+        )))
     }
 
     // ---- reading jobs -------------------------------------------------------------------
@@ -781,6 +823,18 @@ impl Backend for Portal {
         req: LaunchRequest,
     ) -> Result<LaunchCheck, ApiError> {
         self.check(viewer, req).await
+    }
+
+    fn manifests_available(&self) -> bool {
+        self.kube.is_some()
+    }
+
+    async fn launch_manifest(
+        &self,
+        viewer: &Viewer,
+        req: LaunchRequest,
+    ) -> Result<Option<String>, ApiError> {
+        self.manifest(viewer, req).await
     }
 
     async fn launch_job(

@@ -231,13 +231,17 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         tasks.push(kube.spawn_watch());
         tasks.extend(kube.spawn_job_watches());
     }
-    let portal = Arc::new(Portal::new(
+    let mut portal = Portal::new(
         db.clone(),
         cluster.clone(),
         applied_rx,
         live_tx,
         config.auth.dev_login,
-    ));
+    );
+    if kube.is_some() {
+        portal = portal.with_kube(config.kube.clone());
+    }
+    let portal = Arc::new(portal);
     if let Err(e) = crate::reconciler::resend_unsent(&portal).await {
         tracing::warn!(error = %e, "could not send stored jobs at start");
     }

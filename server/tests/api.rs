@@ -223,7 +223,100 @@ on_both!(
     restart_keeps_jobs_states_and_positions,
     catalog_lists_templates_and_pools,
     strict_fifo_pool_blocks_behind_its_head,
+    kube_back_end_keeps_serving_while_the_api_server_is_down,
 );
+
+/// Gantry on the Kubernetes back end with a kubeconfig whose API server does not answer (a
+/// closed port on loopback): it starts, serves every page, stores launches as "not yet sent",
+/// and shows the JobSet a launch would submit. On the sim there are no manifests.
+async fn kube_back_end_keeps_serving_while_the_api_server_is_down(t: Target) {
+    let db = fresh_database(t).await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    }; // closed again: connections are refused
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: down\n  cluster:\n    server: https://127.0.0.1:{port}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: down\n  context:\n    cluster: down\n    user: gantry\ncurrent-context: down\nusers:\n- name: gantry\n  user:\n    token: not-a-secret\n"
+        ),
+    )
+    .unwrap();
+    let mut c = config(&db.url);
+    c.cluster.backend = gantry::config::ClusterBackend::Kube;
+    c.kube.kubeconfig = Some(kubeconfig);
+    c.kube.timeout_s = 2;
+    let app = App::start_with(c).await;
+    let alice = app.client("alice").await;
+
+    let job = alice.launch(llama(16)).await;
+    assert_eq!(job["state"], "queued");
+    let reason = job["pending_reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("not yet sent") && reason.contains("unreachable"),
+        "{reason}"
+    );
+    let (status, again) = alice
+        .get(&format!("/api/v1/jobs/{}", job["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["state"], "queued");
+    let (status, pools) = alice.get("/api/v1/pools").await;
+    assert_eq!(status, StatusCode::OK, "{pools}");
+    for page in ["/", "/jobs", "/launch/llama-3.1-8b-fsdp"] {
+        let res = alice
+            .http
+            .get(format!("{}{page}", app.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{page}");
+    }
+
+    let res = alice
+        .http
+        .post(format!("{}/api/v1/manifests", app.base))
+        .json(&json!({"template": "llama-3.1-8b-fsdp", "gpus": 32, "priority": "high"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert!(res.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/yaml"));
+    let yaml = res.text().await.unwrap();
+    for expected in [
+        "kind: JobSet",
+        "namespace: team-nlp",
+        "kueue.x-k8s.io/queue-name: hgx-h100",
+        "kueue.x-k8s.io/priority-class: gantry-high",
+        "--nnodes=4",
+    ] {
+        assert!(yaml.contains(expected), "{expected} in\n{yaml}");
+    }
+    let (status, err) = alice
+        .post(
+            "/api/v1/manifests",
+            json!({"template": "llama-3.1-8b-fsdp", "gpus": 3}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(err["error"]["field"], "gpus");
+    finish(app, db).await;
+
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let (status, err) = app
+        .client("alice")
+        .await
+        .post("/api/v1/manifests", llama(16))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{err}");
+    finish(app, db).await;
+}
 
 async fn strict_fifo_pool_blocks_behind_its_head(t: Target) {
     let db = fresh_database(t).await;

@@ -167,9 +167,11 @@ fn headline(job: &Job, now: DateTime<Utc>) -> AnyView {
                 .pending_reason
                 .clone()
                 .unwrap_or_else(|| "Waiting for the next admission pass.".to_string());
-            let eta = match job.eta {
-                Some(t) => format!("Starts in {}", format::wait_until(now, t)),
-                None => "No estimate: it cannot start before something changes (a quota, or jobs that would never fit)".to_string(),
+            let eta = match (job.eta, job.queue_position) {
+                (Some(t), _) => format!("Starts in {}", format::wait_until(now, t)),
+                // Not in the cluster's queue (yet): the reason below says why.
+                (None, None) => "Not in the queue yet: no estimate until the cluster lists it".to_string(),
+                (None, Some(_)) => "No estimate: it cannot start before something changes (a quota, or jobs that would never fit)".to_string(),
             };
             let preempted = job.preemptions.last().map(|p| {
                 view! {

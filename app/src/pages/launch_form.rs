@@ -9,7 +9,9 @@ use crate::app::Authed;
 use crate::components::ErrorBox;
 use crate::error::ApiError;
 use crate::format;
-use crate::functions::{check_launch, launch_job, list_pools, list_templates};
+use crate::functions::{
+    check_launch, launch_job, launch_manifest, list_pools, list_templates, manifests_available,
+};
 use crate::live::use_live;
 use crate::model::{nodes_for, LaunchRequest, ParamKind, ParamSpec, Pool, Priority, Template};
 
@@ -29,14 +31,21 @@ fn LaunchForm() -> impl IntoView {
     let data = Resource::new(name, |n| async move {
         let templates = list_templates().await?;
         let pools = list_pools().await?;
-        Ok::<_, ApiError>((templates.into_iter().find(|t| t.name == n), pools))
+        let manifests = manifests_available().await?;
+        Ok::<_, ApiError>((
+            templates.into_iter().find(|t| t.name == n),
+            pools,
+            manifests,
+        ))
     });
     view! {
         <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
-                    Ok((Some(t), pools)) => view! { <LaunchFormBody t=t pools=pools/> }.into_any(),
-                    Ok((None, _)) => {
+                    Ok((Some(t), pools, manifests)) => {
+                        view! { <LaunchFormBody t=t pools=pools manifests=manifests/> }.into_any()
+                    }
+                    Ok((None, _, _)) => {
                         view! {
                             <ErrorBox err=ApiError::not_found(
                                 "There is no template by that name; it may have been deprecated.",
@@ -67,7 +76,7 @@ fn new_idempotency_key() -> String {
 }
 
 #[component]
-fn LaunchFormBody(t: Template, pools: Vec<Pool>) -> impl IntoView {
+fn LaunchFormBody(t: Template, pools: Vec<Pool>, manifests: bool) -> impl IntoView {
     let live = use_live();
     let template_name = t.name.clone();
     let gpus = RwSignal::new(t.default_gpus);
@@ -125,13 +134,9 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>) -> impl IntoView {
         None => {}
     });
 
-    let submit_template = template_name.clone();
-    let on_submit = move |ev: leptos::ev::SubmitEvent| {
-        ev.prevent_default();
-        if has_errors() {
-            return;
-        }
-        server_error.set(None);
+    let submit_template = StoredValue::new(template_name.clone());
+    // The launch as the form stands now.
+    let current_request = move || {
         let mut params = Map::new();
         values.with_value(|vs| {
             for (p, v) in vs {
@@ -142,8 +147,8 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>) -> impl IntoView {
         });
         let hours: f64 = max_hours.get_untracked().trim().parse().unwrap_or(1.0);
         let name = job_name.get_untracked();
-        launch.dispatch(LaunchRequest {
-            template: submit_template.clone(),
+        LaunchRequest {
+            template: submit_template.get_value(),
             gpus: gpus.get_untracked(),
             pool: Some(pool.get_untracked()),
             params,
@@ -151,8 +156,20 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>) -> impl IntoView {
             name: (!name.trim().is_empty()).then(|| name.trim().to_string()),
             priority: Some(priority.get_untracked()),
             team: None,
-        });
+        }
     };
+    let on_submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        if has_errors() {
+            return;
+        }
+        server_error.set(None);
+        launch.dispatch(current_request());
+    };
+    let manifest = Action::new(move |req: &LaunchRequest| {
+        let req = req.clone();
+        async move { launch_manifest(req).await }
+    });
     let field_error = move |field: &'static str| {
         move || {
             server_error
@@ -372,6 +389,29 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>) -> impl IntoView {
                         }
                     }}
                 </button>
+                // On the Kubernetes back end: the JobSet or TrainJob this launch would submit.
+                <Show when=move || manifests>
+                    <div class="manifest">
+                        <button
+                            type="button"
+                            class="button"
+                            data-testid="show-manifest"
+                            disabled=move || manifest.pending().get() || has_errors()
+                            on:click=move |_| {
+                                manifest.dispatch(current_request());
+                            }
+                        >
+                            {move || if manifest.value().get().is_some() { "Refresh manifest" } else { "Show manifest" }}
+                        </button>
+                        {move || match manifest.value().get() {
+                            Some(Ok(Some(yaml))) => Some(view! {
+                                <pre class="manifest-yaml" data-testid="manifest">{yaml}</pre>
+                            }.into_any()),
+                            Some(Err(e)) => Some(view! { <ErrorBox err=e/> }.into_any()),
+                            _ => None,
+                        }}
+                    </div>
+                </Show>
             </form>
         </div>
     }

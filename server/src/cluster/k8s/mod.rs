@@ -138,9 +138,23 @@ impl KubeCluster {
 
     /// Connects with `KUBECONFIG`/`~/.kube/config`, else the in-cluster service account.
     pub async fn connect(settings: KubeSettings, pools: Vec<PoolSpec>) -> anyhow::Result<Self> {
-        let client = kube::Client::try_default().await.map_err(|e| {
-            anyhow::anyhow!("cluster.backend = kube, but no Kubernetes client could be configured (KUBECONFIG, ~/.kube/config or in-cluster): {e}")
-        })?;
+        let client = match &settings.kubeconfig {
+            Some(path) => {
+                let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| {
+                    anyhow::anyhow!("kube.kubeconfig: cannot read {}: {e}", path.display())
+                })?;
+                let cfg = kube::Config::from_custom_kubeconfig(
+                    kc,
+                    &kube::config::KubeConfigOptions::default(),
+                )
+                .await
+                .map_err(|e| anyhow::anyhow!("kube.kubeconfig {}: {e}", path.display()))?;
+                kube::Client::try_from(cfg)?
+            }
+            None => kube::Client::try_default().await.map_err(|e| {
+                anyhow::anyhow!("cluster.backend = kube, but no Kubernetes client could be configured (KUBECONFIG, ~/.kube/config or in-cluster): {e}")
+            })?,
+        };
         Ok(KubeCluster::new(client, settings, pools))
     }
 
@@ -706,7 +720,17 @@ impl Cluster for KubeCluster {
     }
 
     async fn check(&self, w: &WorkloadSpec) -> Result<Admissibility> {
-        self.mirror_state().check(w, Utc::now())
+        let mut a = self.mirror_state().check(w, Utc::now())?;
+        if !self.is_reachable() && !a.never {
+            // What the watched state says is stale; say so rather than promise a start.
+            a.fits_now = false;
+            a.eta = None;
+            a.reason = Some(
+                "The cluster is unreachable: a launch is stored now and sent when it answers"
+                    .into(),
+            );
+        }
+        Ok(a)
     }
 
     async fn workloads(&self) -> Result<Vec<(String, WorkloadPhase)>> {
