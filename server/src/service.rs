@@ -56,7 +56,12 @@ impl From<DbError> for ApiError {
 
 impl From<ClusterError> for ApiError {
     fn from(e: ClusterError) -> Self {
-        internal(e)
+        match e {
+            ClusterError::Conflict(m) => ApiError::conflict(format!(
+                "the cluster kept a value someone else set, nothing was changed: {m}"
+            )),
+            other => internal(other),
+        }
     }
 }
 
@@ -459,6 +464,60 @@ impl Portal {
             eta: a.eta,
             now: self.cluster.now(),
         })
+    }
+
+    /// Sets a team's quota in a pool (admins only): applied to the cluster first (on Kubernetes,
+    /// the ClusterQueue, never forcing fields others own), then stored. The admin page and
+    /// its API build on this.
+    pub async fn set_quota(
+        &self,
+        viewer: &Viewer,
+        team: &str,
+        pool: &str,
+        quota: crate::cluster::QuotaSpec,
+    ) -> Result<(), ApiError> {
+        if !viewer.is_admin {
+            return Err(ApiError::forbidden("only admins change quotas"));
+        }
+        let pools = self.db.list_pools().await?;
+        let Some(p) = pools.iter().find(|p| p.name == pool) else {
+            return Err(ApiError::invalid(
+                "pool",
+                format!("there is no pool named '{pool}'"),
+            ));
+        };
+        if !self.db.list_quotas().await?.iter().any(|q| q.team == team) {
+            return Err(ApiError::invalid(
+                "team",
+                format!("there is no team named '{team}'"),
+            ));
+        }
+        let capacity = p.nodes * app::model::GPUS_PER_NODE;
+        if quota.nominal > capacity {
+            return Err(ApiError::invalid(
+                "nominal_gpus",
+                format!("{pool} has {capacity} GPUs; a nominal quota can be 0 to {capacity}"),
+            ));
+        }
+        if quota.borrowing_limit.is_some_and(|b| b > capacity) {
+            return Err(ApiError::invalid(
+                "borrowing_limit_gpus",
+                format!("{pool} has {capacity} GPUs; a borrowing limit can be 0 to {capacity}"),
+            ));
+        }
+        self.cluster.set_quota(team, pool, quota).await?;
+        self.db
+            .set_quota(
+                &crate::db::QuotaRow {
+                    team: team.to_string(),
+                    pool: pool.to_string(),
+                    quota,
+                },
+                self.cluster.now(),
+            )
+            .await?;
+        tracing::info!(team, pool, by = %viewer.user, nominal = quota.nominal, borrowing_limit = ?quota.borrowing_limit, "quota set");
+        Ok(())
     }
 
     /// The JobSet or TrainJob this launch would submit (Kubernetes back end only). The job id

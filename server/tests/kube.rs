@@ -153,3 +153,118 @@ async fn a_launch_waits_out_an_unreachable_api_server_and_is_sent_once_it_answer
     );
     server.abort();
 }
+
+/// The quota service method on the Kubernetes back end: admins only, applied to the
+/// ClusterQueue without force, stored only when the cluster took it; a conflict with a field
+/// another manager owns is refused with a clear message and changes nothing.
+#[tokio::test]
+async fn a_quota_edit_goes_to_the_cluster_queue_and_a_conflict_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("quota.db").display()
+    );
+    let db = Db::connect(&url, 4).await.unwrap();
+    gantry::seed::seed_catalog(&db, chrono::Utc::now())
+        .await
+        .unwrap();
+    let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let pools = vec![PoolSpec {
+        name: "hgx-h100".into(),
+        gpu_model: "H100".into(),
+        nodes: 16,
+        strategy: QueueingStrategy::BestEffortFifo,
+    }];
+    let kube = Arc::new(KubeCluster::new(
+        kube::Client::new(svc, "default"),
+        Config::default().kube,
+        pools,
+    ));
+    let cluster: Arc<dyn Cluster> = kube.clone();
+    let (_applied_tx, applied_rx) = watch::channel(0u64);
+    let (live_tx, _) = broadcast::channel(8);
+    let portal = Portal::new(db.clone(), cluster, applied_rx, live_tx, true);
+    let carol = portal.viewer_by_id("carol").await.unwrap().unwrap();
+    let alice = portal.viewer_by_id("alice").await.unwrap().unwrap();
+    let q = |n, b| gantry::cluster::QuotaSpec {
+        nominal: n,
+        borrowing_limit: Some(b),
+        lending_limit: None,
+    };
+
+    let server = tokio::spawn(async move {
+        for status in [StatusCode::OK, StatusCode::CONFLICT] {
+            let (req, send) = handle.next_request().await.expect("an apply");
+            assert_eq!(req.method(), Method::PATCH);
+            assert_eq!(
+                req.uri().path(),
+                "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/nlp-hgx-h100"
+            );
+            assert!(!req.uri().query().unwrap_or_default().contains("force"));
+            let body: Value =
+                serde_json::from_slice(&req.into_body().collect_bytes().await.unwrap()).unwrap();
+            let reply = if status == StatusCode::OK {
+                body
+            } else {
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409,
+                       "message": "Apply failed with 1 conflict: conflict with \"kubectl-edit\": .spec.resourceGroups"})
+            };
+            send.send_response(
+                Response::builder()
+                    .status(status)
+                    .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+                    .unwrap(),
+            );
+        }
+    });
+
+    let e = portal
+        .set_quota(&alice, "nlp", "hgx-h100", q(48, 16))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), 403);
+    let e = portal
+        .set_quota(&carol, "nlp", "hgx-h100", q(400, 16))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.status(), e.field.as_deref()),
+        (422, Some("nominal_gpus"))
+    );
+    let e = portal
+        .set_quota(&carol, "nlp", "tpu-v5", q(8, 0))
+        .await
+        .unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("pool"));
+
+    portal
+        .set_quota(&carol, "nlp", "hgx-h100", q(48, 16))
+        .await
+        .expect("applied and stored");
+    let stored = |db: Db| async move {
+        db.list_quotas()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|r| r.team == "nlp" && r.pool == "hgx-h100")
+            .unwrap()
+            .quota
+    };
+    assert_eq!(stored(db.clone()).await, q(48, 16));
+    let e = portal
+        .set_quota(&carol, "nlp", "hgx-h100", q(8, 0))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), 409);
+    assert!(
+        e.message.contains("kubectl-edit") && e.message.contains("nothing was changed"),
+        "{}",
+        e.message
+    );
+    assert_eq!(
+        stored(db).await,
+        q(48, 16),
+        "the refused edit is not stored"
+    );
+    server.await.unwrap();
+}

@@ -20,6 +20,9 @@ pub enum ClusterError {
     UnknownPool(String),
     #[error("the cluster is unavailable: {0}")]
     Unavailable(String),
+    /// The cluster refused a change that would overwrite what someone else set.
+    #[error("{0}")]
+    Conflict(String),
 }
 
 pub type Result<T, E = ClusterError> = std::result::Result<T, E>;

@@ -5,8 +5,10 @@
 //!   id, so a retried submission applies the same object.
 //! - State ← a watch (kube-runtime `watcher`, not polling) of Kueue `Workload`s: their
 //!   conditions become Gantry's state changes (see [`status`]).
-//! - Queue positions ← Kueue's visibility API, per ClusterQueue; the pool position merges
-//!   the pool's ClusterQueues in Kueue's cross-queue order (priority, then creation time).
+//! - Queue positions ← Kueue's visibility API: each team's LocalQueue endpoint gives the team
+//!   position (a team's LocalQueue feeds its own ClusterQueue, so it is also the position in
+//!   that ClusterQueue); the pool position merges the pool's queues in Kueue's cross-queue
+//!   order (priority, then creation time).
 //!   That is an approximation: Kueue's scheduler takes the heads of the ClusterQueues of a
 //!   cohort in that order, but under BestEffortFIFO it may admit a later workload that fits
 //!   before an earlier one that does not.
@@ -65,7 +67,7 @@ pub const API_USE: &[(&str, &str, &str)] = &[
     ("kueue.x-k8s.io", "clusterqueues", "patch"),
     (
         "visibility.kueue.x-k8s.io",
-        "clusterqueues/pendingworkloads",
+        "localqueues/pendingworkloads",
         "get",
     ),
     ("jobset.x-k8s.io", "jobsets", "create"),
@@ -192,6 +194,10 @@ impl KubeCluster {
             Ok(Ok(v)) => {
                 self.reachable.store(true, Ordering::Relaxed);
                 Ok(v)
+            }
+            Ok(Err(kube::Error::Api(s))) if s.code == 409 => {
+                self.reachable.store(true, Ordering::Relaxed);
+                Err(ClusterError::Conflict(format!("{what}: {}", s.message)))
             }
             Ok(Err(kube::Error::Api(s))) => {
                 // The server answered: reachable, but it refused.
@@ -463,11 +469,13 @@ impl KubeCluster {
         }
     }
 
-    /// The pending workloads of one ClusterQueue from Kueue's visibility API, in its order.
+    /// The pending workloads of a team's LocalQueue in a pool from Kueue's visibility API,
+    /// in its order.
     async fn visibility(&self, team: &str, pool: &str) -> Result<Vec<VisiblePending>> {
         let path = format!(
-            "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/{}/pendingworkloads?limit=10000",
-            objects::cluster_queue_name(team, pool)
+            "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{}/localqueues/{}/pendingworkloads?limit=10000",
+            objects::namespace(&self.settings, team),
+            objects::local_queue_name(pool)
         );
         let req = http::Request::get(path)
             .body(Vec::new())
@@ -493,7 +501,7 @@ impl KubeCluster {
                         .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
                         .map(|t| t.with_timezone(&Utc))
                         .unwrap_or_default(),
-                    position_in_queue: it["positionInClusterQueue"].as_u64().unwrap_or(0) as u32,
+                    position_in_queue: it["positionInLocalQueue"].as_u64().unwrap_or(0) as u32,
                 })
             })
             .collect())

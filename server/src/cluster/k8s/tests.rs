@@ -690,14 +690,14 @@ async fn positions_come_from_the_visibility_api_merged_across_the_pools_queues()
     let item = |owner: &str, prio: i64, created: &str, pos: u32| {
         json!({
             "metadata": {"name": format!("jobset-{owner}"), "creationTimestamp": created, "ownerReferences": [{"kind": "JobSet", "name": owner}]},
-            "priority": prio, "positionInClusterQueue": pos, "positionInLocalQueue": pos, "localQueueName": "hgx-h100"
+            "priority": prio, "positionInClusterQueue": pos + 5, "positionInLocalQueue": pos, "localQueueName": "hgx-h100"
         })
     };
     let server = tokio::spawn(async move {
         let (req, send) = handle.next_request().await.expect("nlp's queue");
         assert_eq!(
             req.uri().path(),
-            "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/nlp-hgx-h100/pendingworkloads"
+            "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/team-nlp/localqueues/hgx-h100/pendingworkloads"
         );
         respond(
             send,
@@ -706,7 +706,7 @@ async fn positions_come_from_the_visibility_api_merged_across_the_pools_queues()
             item("gantry-019a7c3e5b1d7f008a3c2f6d9e1b4c70", 10000, "2026-11-29T10:00:00Z", 0)]}),
         );
         let (req, send) = handle.next_request().await.expect("vision's queue");
-        assert_eq!(req.uri().path(), "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/vision-hgx-h100/pendingworkloads");
+        assert_eq!(req.uri().path(), "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/team-vision/localqueues/hgx-h100/pendingworkloads");
         respond(
             send,
             StatusCode::OK,
