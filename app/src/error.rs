@@ -13,6 +13,8 @@ pub enum ErrorCode {
     NotFound,
     Conflict,
     PayloadTooLarge,
+    /// A conditional request without its condition (`If-Match`).
+    PreconditionRequired,
     /// The request was read but a value is not accepted.
     Invalid,
     /// Something broke on our side; the message carries only a request id.
@@ -86,6 +88,7 @@ impl ApiError {
             ErrorCode::NotFound => 404,
             ErrorCode::Conflict => 409,
             ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::PreconditionRequired => 428,
             ErrorCode::Invalid => 422,
             ErrorCode::Internal => 500,
         }

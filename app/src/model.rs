@@ -241,6 +241,25 @@ pub struct Template {
     pub last_used_by_team: Option<DateTime<Utc>>,
 }
 
+/// A team's quota in a pool as admins see and edit it, with the live figures beside it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuotaCell {
+    pub team: String,
+    pub pool: String,
+    pub nominal_gpus: u32,
+    /// `None`: may borrow any unused quota of the pool (Kueue's default).
+    pub borrowing_limit_gpus: Option<u32>,
+    /// Bumped by every change; the API's `ETag` is `"v<version>"`.
+    pub version: i64,
+    pub used_gpus: u32,
+    pub borrowed_gpus: u32,
+    /// GPUs the team's queued jobs ask for.
+    pub queued_gpus: u32,
+    pub pool_gpus: u32,
+    /// The sum of every team's nominal quota in the pool (may exceed `pool_gpus`: a warning).
+    pub pool_nominal_sum: u32,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Pool {
     pub name: String,

@@ -114,6 +114,12 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/pools", get(pools))
         .route("/api/v1/jobs", get(list_jobs).post(launch))
         .route("/api/v1/manifests", post(manifest))
+        .route("/api/v1/quotas", get(list_quotas))
+        .route(
+            "/api/v1/quotas/{team}/{pool}",
+            get(get_quota).put(put_quota),
+        )
+        .route("/api/v1/audit", get(audit_log))
         .route("/api/v1/jobs/{id}", get(get_job))
         .route("/api/v1/jobs/{id}/cancel", post(cancel))
         .route("/api/v1/events", get(events))
@@ -186,6 +192,199 @@ async fn launch(
         [(http::header::LOCATION, format!("/api/v1/jobs/{}", job.id))],
         Json(job),
     ))
+}
+
+/// The client's address for the audit log: the first `X-Forwarded-For` hop behind a proxy,
+/// else the peer address.
+pub struct ClientAddr(pub Option<String>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ClientAddr {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let forwarded = parts
+            .headers
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(',').next())
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty());
+        let peer = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0.ip().to_string());
+        Ok(ClientAddr(forwarded.or(peer)))
+    }
+}
+
+fn etag(version: i64) -> String {
+    format!("\"v{version}\"")
+}
+
+async fn list_quotas(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+) -> ApiResult<impl IntoResponse> {
+    Ok(Json(state.portal.quota_cells(&v).await?))
+}
+
+async fn get_quota(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+    Path((team, pool)): Path<(String, String)>,
+) -> ApiResult<impl IntoResponse> {
+    let cell = state.portal.quota_for(&v, &team, &pool).await?;
+    Ok(([(http::header::ETAG, etag(cell.version))], Json(cell)))
+}
+
+/// A whole number of GPUs, at least 0, or a 422 naming the field.
+fn whole_gpus(
+    body: &serde_json::Map<String, serde_json::Value>,
+    field: &str,
+) -> Result<Option<u32>, ApiError> {
+    match body.get(field) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .filter(|n| *n <= u32::MAX as u64)
+            .map(|n| Some(n as u32))
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    field,
+                    format!("must be a whole number of GPUs, 0 or more (got {v})"),
+                )
+            }),
+    }
+}
+
+async fn put_quota(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+    ClientAddr(address): ClientAddr,
+    Path((team, pool)): Path<(String, String)>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<serde_json::Value>,
+) -> ApiResult<impl IntoResponse> {
+    if !v.is_admin {
+        return Err(ApiError::forbidden("only admins change quotas").into());
+    }
+    let Some(tag) = headers.get(http::header::IF_MATCH) else {
+        return Err(ApiError::new(
+            ErrorCode::PreconditionRequired,
+            "send the quota's ETag in If-Match (from GET /api/v1/quotas/{team}/{pool}), so a change made meanwhile is not overwritten",
+        )
+        .with_field("If-Match")
+        .into());
+    };
+    let version = tag
+        .to_str()
+        .ok()
+        .map(|t| t.trim().trim_start_matches("W/").trim_matches('"'))
+        .and_then(|t| t.strip_prefix('v'))
+        .and_then(|n| n.parse::<i64>().ok())
+        .ok_or_else(|| ApiError::invalid("If-Match", "must be an ETag of this API, like \"v3\""))?;
+    let serde_json::Value::Object(body) = body else {
+        return Err(ApiError::bad_request("the body must be a JSON object").into());
+    };
+    if let Some(unknown) = body
+        .keys()
+        .find(|k| !matches!(k.as_str(), "nominal_gpus" | "borrowing_limit_gpus"))
+    {
+        return Err(ApiError::invalid(
+            unknown.clone(),
+            "unknown field; accepted: nominal_gpus, borrowing_limit_gpus",
+        )
+        .into());
+    }
+    let nominal = whole_gpus(&body, "nominal_gpus")?.ok_or_else(|| {
+        ApiError::invalid(
+            "nominal_gpus",
+            "required: a whole number of GPUs, 0 or more",
+        )
+    })?;
+    let borrowing_limit = whole_gpus(&body, "borrowing_limit_gpus")?;
+    let quota = crate::cluster::QuotaSpec {
+        nominal,
+        borrowing_limit,
+        lending_limit: None,
+    };
+    let cell = state
+        .portal
+        .set_quota(&v, &team, &pool, quota, Some(version), address)
+        .await?;
+    Ok(([(http::header::ETAG, etag(cell.version))], Json(cell)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditQuery {
+    actor: Option<String>,
+    action: Option<String>,
+    target: Option<String>,
+    format: Option<String>,
+    limit: Option<i64>,
+}
+
+async fn audit_log(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+    q: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Response> {
+    let Query(q) = q.map_err(|e| ApiError::invalid("query", e.body_text()))?;
+    let entries = state
+        .portal
+        .audit_log(
+            &v,
+            crate::db::AuditFilter {
+                actor: q.actor,
+                action: q.action,
+                target: q.target,
+                limit: q.limit.unwrap_or(1000),
+            },
+        )
+        .await?;
+    match q.format.as_deref() {
+        None | Some("json") => Ok(Json(entries).into_response()),
+        Some("csv") => {
+            let mut out = String::from("at,actor,action,target,before,after,address\n");
+            let cell = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+            for e in entries {
+                let json = |v: &Option<serde_json::Value>| {
+                    v.as_ref().map(|v| v.to_string()).unwrap_or_default()
+                };
+                out.push_str(
+                    &[
+                        e.at.to_rfc3339(),
+                        cell(&e.actor),
+                        cell(&e.action),
+                        cell(&e.target),
+                        cell(&json(&e.before)),
+                        cell(&json(&e.after)),
+                        cell(e.address.as_deref().unwrap_or_default()),
+                    ]
+                    .join(","),
+                );
+                out.push('\n');
+            }
+            Ok((
+                [
+                    (http::header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+                    (
+                        http::header::CONTENT_DISPOSITION,
+                        "attachment; filename=\"gantry-audit.csv\"",
+                    ),
+                ],
+                out,
+            )
+                .into_response())
+        }
+        Some(other) => {
+            Err(ApiError::invalid("format", format!("'{other}' is not json or csv")).into())
+        }
+    }
 }
 
 /// The JobSet or TrainJob a launch with this body would submit, as YAML (kube back end).

@@ -40,6 +40,7 @@ fn safe_next(next: Option<&str>) -> &str {
 pub async fn dev_login(
     State(state): State<AppState>,
     session: Session,
+    crate::api::ClientAddr(address): crate::api::ClientAddr,
     Form(form): Form<DevLogin>,
 ) -> Response {
     if !state.config.auth.dev_login {
@@ -67,6 +68,19 @@ pub async fn dev_login(
         return ApiFailure(crate::service::internal(e)).into_response();
     }
     tracing::info!(user = %viewer.user, admin = viewer.is_admin, "signed in (local)");
+    if viewer.is_admin {
+        let mut entry = crate::db::AuditEntry::new(
+            &viewer.user,
+            "auth.sign_in",
+            &viewer.user,
+            chrono::Utc::now(),
+        );
+        entry.after = Some(serde_json::json!({"method": "local"}));
+        entry.address = address;
+        if let Err(e) = state.portal.audit(entry).await {
+            return ApiFailure(e).into_response();
+        }
+    }
     Redirect::to(safe_next(form.next.as_deref())).into_response()
 }
 

@@ -130,6 +130,61 @@ pub struct Transition<'a> {
     pub kind: Option<&'a str>,
 }
 
+/// One audit log entry.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct AuditEntry {
+    pub id: String,
+    pub at: DateTime<Utc>,
+    pub actor: String,
+    pub action: String,
+    pub target: String,
+    pub before: Option<Value>,
+    pub after: Option<Value>,
+    pub address: Option<String>,
+}
+
+impl AuditEntry {
+    pub fn new(actor: &str, action: &str, target: &str, at: DateTime<Utc>) -> Self {
+        AuditEntry {
+            id: uuid::Uuid::now_v7().to_string(),
+            at,
+            actor: actor.to_string(),
+            action: action.to_string(),
+            target: target.to_string(),
+            before: None,
+            after: None,
+            address: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct AuditFilter {
+    pub actor: Option<String>,
+    pub action: Option<String>,
+    /// Entries whose target starts with this.
+    pub target: Option<String>,
+    pub limit: i64,
+}
+
+async fn insert_audit(tx: &mut sqlx::Transaction<'_, sqlx::Any>, a: &AuditEntry) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO audit (audit_id, at, actor, action, target, before, after, address) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(&a.id)
+    .bind(ms(a.at))
+    .bind(&a.actor)
+    .bind(&a.action)
+    .bind(&a.target)
+    .bind(a.before.as_ref().map(Value::to_string))
+    .bind(a.after.as_ref().map(Value::to_string))
+    .bind(a.address.as_deref())
+    .execute(&mut **tx)
+    .await
+    .map_err(map_err)?;
+    Ok(())
+}
+
 #[derive(Clone, Debug)]
 pub struct QuotaRow {
     pub team: String,
@@ -332,6 +387,117 @@ impl Db {
         .await
         .map_err(map_err)?;
         Ok(())
+    }
+
+    /// One quota with its version (the ETag of the quota API).
+    pub async fn quota(&self, team: &str, pool: &str) -> Result<Option<(QuotaSpec, i64)>> {
+        let row = sqlx::query(
+            "SELECT nominal_gpus, borrowing_limit_gpus, lending_limit_gpus, version FROM quota WHERE team_id = $1 AND pool_id = $2",
+        )
+        .bind(team)
+        .bind(pool)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(map_err)?;
+        row.map(|r| {
+            Ok((
+                QuotaSpec {
+                    nominal: r.try_get::<i64, _>("nominal_gpus")? as u32,
+                    borrowing_limit: r
+                        .try_get::<Option<i64>, _>("borrowing_limit_gpus")?
+                        .map(|v| v as u32),
+                    lending_limit: r
+                        .try_get::<Option<i64>, _>("lending_limit_gpus")?
+                        .map(|v| v as u32),
+                },
+                r.try_get::<i64, _>("version")?,
+            ))
+        })
+        .transpose()
+    }
+
+    /// Changes a quota only if it is still at `version`, with its audit entry, in one
+    /// transaction; false (nothing written) when someone else changed it first.
+    pub async fn update_quota_if(
+        &self,
+        q: &QuotaRow,
+        version: i64,
+        audit: &AuditEntry,
+    ) -> Result<bool> {
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let changed = sqlx::query(
+            "UPDATE quota SET nominal_gpus = $1, borrowing_limit_gpus = $2, updated_at = $3, version = version + 1 \
+             WHERE team_id = $4 AND pool_id = $5 AND version = $6",
+        )
+        .bind(q.quota.nominal as i64)
+        .bind(q.quota.borrowing_limit.map(i64::from))
+        .bind(ms(audit.at))
+        .bind(&q.team)
+        .bind(&q.pool)
+        .bind(version)
+        .execute(&mut *tx)
+        .await
+        .map_err(map_err)?
+        .rows_affected()
+            > 0;
+        if changed {
+            insert_audit(&mut tx, audit).await?;
+        }
+        tx.commit().await.map_err(map_err)?;
+        Ok(changed)
+    }
+
+    pub async fn append_audit(&self, a: &AuditEntry) -> Result<()> {
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        insert_audit(&mut tx, a).await?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(())
+    }
+
+    /// The audit log, newest first, filtered by exact actor / action and target prefix.
+    pub async fn audit(&self, f: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        let mut sql = "SELECT audit_id, at, actor, action, target, before, after, address FROM audit WHERE 1 = 1".to_string();
+        let mut binds: Vec<String> = Vec::new();
+        if let Some(a) = &f.actor {
+            binds.push(a.clone());
+            sql.push_str(&format!(" AND actor = ${}", binds.len()));
+        }
+        if let Some(a) = &f.action {
+            binds.push(a.clone());
+            sql.push_str(&format!(" AND action = ${}", binds.len()));
+        }
+        if let Some(t) = &f.target {
+            binds.push(format!("{}%", t.replace('%', "")));
+            sql.push_str(&format!(" AND target LIKE ${}", binds.len()));
+        }
+        sql.push_str(&format!(
+            " ORDER BY at DESC, audit_id DESC LIMIT {}",
+            f.limit.clamp(1, 10_000)
+        ));
+        let mut q = sqlx::query(&sql);
+        for b in &binds {
+            q = q.bind(b);
+        }
+        let rows = q.fetch_all(&self.pool).await.map_err(map_err)?;
+        rows.iter()
+            .map(|r| {
+                let json = |col: &str| -> Result<Option<Value>> {
+                    Ok(r.try_get::<Option<String>, _>(col)?
+                        .map(|s| serde_json::from_str(&s))
+                        .transpose()?)
+                };
+                Ok(AuditEntry {
+                    id: r.try_get("audit_id")?,
+                    at: from_ms(r.try_get("at")?),
+                    actor: r.try_get("actor")?,
+                    action: r.try_get("action")?,
+                    target: r.try_get("target")?,
+                    before: json("before")?,
+                    after: json("after")?,
+                    address: r.try_get("address")?,
+                })
+            })
+            .collect()
     }
 
     pub async fn list_quotas(&self) -> Result<Vec<QuotaRow>> {

@@ -42,6 +42,8 @@ pub struct Portal {
     dev_login: bool,
     /// The Kubernetes object settings, when that is the back end.
     kube: Option<crate::config::KubeSettings>,
+    /// Quota edits one at a time (with the version check, two admins never overwrite).
+    quota_edits: tokio::sync::Mutex<()>,
 }
 
 impl From<DbError> for ApiError {
@@ -147,6 +149,7 @@ impl Portal {
             live,
             dev_login,
             kube: None,
+            quota_edits: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -466,32 +469,103 @@ impl Portal {
         })
     }
 
-    /// Sets a team's quota in a pool (admins only): applied to the cluster first (on Kubernetes,
-    /// the ClusterQueue, never forcing fields others own), then stored. The admin page and
-    /// its API build on this.
+    /// Every team's quota in every pool with live use and queued demand (admins only).
+    pub async fn quota_cells(&self, viewer: &Viewer) -> Result<Vec<QuotaCell>, ApiError> {
+        if !viewer.is_admin {
+            return Err(ApiError::forbidden("only admins see every team's quotas"));
+        }
+        let pools = self.db.list_pools().await?;
+        let status = self.cluster.pools().await?;
+        let mut cells = Vec::new();
+        for q in self.db.list_quotas().await? {
+            if let Some(cell) = self.quota_cell(&q.team, &q.pool, &pools, &status).await? {
+                cells.push(cell);
+            }
+        }
+        Ok(cells)
+    }
+
+    async fn quota_cell(
+        &self,
+        team: &str,
+        pool: &str,
+        pools: &[crate::db::PoolRow],
+        status: &[crate::cluster::PoolStatus],
+    ) -> Result<Option<QuotaCell>, ApiError> {
+        let Some((spec, version)) = self.db.quota(team, pool).await? else {
+            return Ok(None);
+        };
+        let Some(p) = pools.iter().find(|p| p.name == pool) else {
+            return Ok(None);
+        };
+        let live = status
+            .iter()
+            .find(|s| s.name == pool)
+            .and_then(|s| s.teams.iter().find(|t| t.team == team));
+        let nominal_sum = self
+            .db
+            .list_quotas()
+            .await?
+            .iter()
+            .filter(|q| q.pool == pool)
+            .map(|q| q.quota.nominal)
+            .sum();
+        let queued_gpus = match self.cluster.pending(pool).await {
+            Ok(q) => q.iter().filter(|w| w.team == team).map(|w| w.gpus).sum(),
+            Err(_) => 0,
+        };
+        Ok(Some(QuotaCell {
+            team: team.to_string(),
+            pool: pool.to_string(),
+            nominal_gpus: spec.nominal,
+            borrowing_limit_gpus: spec.borrowing_limit,
+            version,
+            used_gpus: live.map_or(0, |t| t.used),
+            borrowed_gpus: live.map_or(0, |t| t.borrowed),
+            queued_gpus,
+            pool_gpus: p.nodes * app::model::GPUS_PER_NODE,
+            pool_nominal_sum: nominal_sum,
+        }))
+    }
+
+    /// One quota (admins only); 404 for an unknown team × pool.
+    pub async fn quota_for(
+        &self,
+        viewer: &Viewer,
+        team: &str,
+        pool: &str,
+    ) -> Result<QuotaCell, ApiError> {
+        if !viewer.is_admin {
+            return Err(ApiError::forbidden("only admins see every team's quotas"));
+        }
+        let pools = self.db.list_pools().await?;
+        let status = self.cluster.pools().await?;
+        self.quota_cell(team, pool, &pools, &status)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("team {team} has no quota in {pool}")))
+    }
+
+    /// Sets a team's quota in a pool (admins only), if it is still at `if_match` (`None`:
+    /// unconditionally). Applied to the cluster first (on Kubernetes the ClusterQueue, never
+    /// forcing fields others own), then stored with its audit entry; edits are one at a time.
     pub async fn set_quota(
         &self,
         viewer: &Viewer,
         team: &str,
         pool: &str,
         quota: crate::cluster::QuotaSpec,
-    ) -> Result<(), ApiError> {
+        if_match: Option<i64>,
+        address: Option<String>,
+    ) -> Result<QuotaCell, ApiError> {
         if !viewer.is_admin {
             return Err(ApiError::forbidden("only admins change quotas"));
         }
         let pools = self.db.list_pools().await?;
         let Some(p) = pools.iter().find(|p| p.name == pool) else {
-            return Err(ApiError::invalid(
-                "pool",
-                format!("there is no pool named '{pool}'"),
-            ));
+            return Err(ApiError::not_found(format!(
+                "there is no pool named '{pool}'"
+            )));
         };
-        if !self.db.list_quotas().await?.iter().any(|q| q.team == team) {
-            return Err(ApiError::invalid(
-                "team",
-                format!("there is no team named '{team}'"),
-            ));
-        }
         let capacity = p.nodes * app::model::GPUS_PER_NODE;
         if quota.nominal > capacity {
             return Err(ApiError::invalid(
@@ -502,22 +576,73 @@ impl Portal {
         if quota.borrowing_limit.is_some_and(|b| b > capacity) {
             return Err(ApiError::invalid(
                 "borrowing_limit_gpus",
-                format!("{pool} has {capacity} GPUs; a borrowing limit can be 0 to {capacity}"),
+                format!("{pool} has {capacity} GPUs; a borrowing limit can be 0 to {capacity}, or null for no limit"),
             ));
         }
+        let _one_at_a_time = self.quota_edits.lock().await;
+        let Some((before, version)) = self.db.quota(team, pool).await? else {
+            return Err(ApiError::not_found(format!(
+                "team {team} has no quota in {pool}"
+            )));
+        };
+        if if_match.is_some_and(|v| v != version) {
+            return Err(ApiError::conflict(format!(
+                "this quota was changed by someone else since you loaded it (now version {version}); reload it and apply your change again"
+            )));
+        }
+        let quota = crate::cluster::QuotaSpec {
+            lending_limit: before.lending_limit,
+            ..quota
+        };
         self.cluster.set_quota(team, pool, quota).await?;
-        self.db
-            .set_quota(
-                &crate::db::QuotaRow {
-                    team: team.to_string(),
-                    pool: pool.to_string(),
-                    quota,
-                },
-                self.cluster.now(),
-            )
-            .await?;
+        let now = self.cluster.now();
+        // The audit log records when people acted: real time, not the (sim) cluster clock.
+        let mut audit = crate::db::AuditEntry::new(
+            &viewer.user,
+            "quota.set",
+            &format!("{team}/{pool}"),
+            Utc::now(),
+        );
+        let shape = |q: &crate::cluster::QuotaSpec| serde_json::json!({"nominal_gpus": q.nominal, "borrowing_limit_gpus": q.borrowing_limit});
+        audit.before = Some(shape(&before));
+        audit.after = Some(shape(&quota));
+        audit.address = address;
+        let row = crate::db::QuotaRow {
+            team: team.to_string(),
+            pool: pool.to_string(),
+            quota,
+        };
+        if !self.db.update_quota_if(&row, version, &audit).await? {
+            return Err(ApiError::conflict(
+                "this quota was changed by someone else at the same moment; reload it and apply your change again",
+            ));
+        }
         tracing::info!(team, pool, by = %viewer.user, nominal = quota.nominal, borrowing_limit = ?quota.borrowing_limit, "quota set");
-        Ok(())
+        self.publish(LiveChange {
+            job_id: String::new(),
+            team: team.to_string(),
+            pool: pool.to_string(),
+            state: JobState::Queued,
+            at: now,
+        });
+        self.quota_for(viewer, team, pool).await
+    }
+
+    /// Appends to the audit log (sign-ins of admins, admin actions).
+    pub async fn audit(&self, entry: crate::db::AuditEntry) -> Result<(), ApiError> {
+        Ok(self.db.append_audit(&entry).await?)
+    }
+
+    /// The audit log, newest first (admins only).
+    pub async fn audit_log(
+        &self,
+        viewer: &Viewer,
+        filter: crate::db::AuditFilter,
+    ) -> Result<Vec<crate::db::AuditEntry>, ApiError> {
+        if !viewer.is_admin {
+            return Err(ApiError::forbidden("only admins read the audit log"));
+        }
+        Ok(self.db.audit(&filter).await?)
     }
 
     /// The JobSet or TrainJob this launch would submit (Kubernetes back end only). The job id

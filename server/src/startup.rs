@@ -290,7 +290,11 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
     let addr = listener.local_addr()?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
-        let serve = axum::serve(listener, app.into_make_service()).with_graceful_shutdown(async {
+        let serve = axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async {
             let _ = rx.await;
         });
         if let Err(e) = serve.await {

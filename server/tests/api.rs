@@ -224,7 +224,203 @@ on_both!(
     catalog_lists_templates_and_pools,
     strict_fifo_pool_blocks_behind_its_head,
     kube_back_end_keeps_serving_while_the_api_server_is_down,
+    quota_api_checks_values_refuses_stale_edits_and_audits,
 );
+
+/// `GET/PUT /api/v1/quotas/{team}/{pool}` with ETag / If-Match: admin only, the same
+/// validation as the form (422 naming the field), a stale tag refused (409), the change takes
+/// effect for queued jobs at once, and it lands in the append-only audit log (with sign-ins
+/// of admins), newest first, as JSON or CSV.
+async fn quota_api_checks_values_refuses_stale_edits_and_audits(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let put = |c: &Client, tag: Option<String>, body: Value| {
+        let mut req = c
+            .http
+            .put(format!("{}/api/v1/quotas/vision/hgx-h200", c.base))
+            .json(&body);
+        if let Some(tag) = tag {
+            req = req.header("If-Match", tag);
+        }
+        async move {
+            let res = req.send().await.unwrap();
+            let status = res.status();
+            let tag = res
+                .headers()
+                .get("etag")
+                .map(|v| v.to_str().unwrap().to_string());
+            (
+                status,
+                tag,
+                res.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+
+    // members: 403 everywhere
+    assert_eq!(alice.get("/api/v1/quotas").await.0, StatusCode::FORBIDDEN);
+    assert_eq!(alice.get("/api/v1/audit").await.0, StatusCode::FORBIDDEN);
+    let (status, _, _) = put(&alice, Some("\"v1\"".into()), json!({"nominal_gpus": 8})).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    let (status, all) = carol.get("/api/v1/quotas").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(all.as_array().unwrap().len(), 6);
+    let h200 = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["team"] == "vision" && c["pool"] == "hgx-h200")
+        .unwrap();
+    assert_eq!(
+        (
+            h200["nominal_gpus"].as_u64(),
+            h200["borrowing_limit_gpus"].as_u64()
+        ),
+        (Some(8), Some(8))
+    );
+    assert_eq!(h200["pool_gpus"], 32);
+    assert_eq!(h200["pool_nominal_sum"], 32);
+    let res = carol
+        .http
+        .get(format!("{}/api/v1/quotas/vision/hgx-h200", app.base))
+        .send()
+        .await
+        .unwrap();
+    let tag = res.headers()["etag"].to_str().unwrap().to_string();
+    assert_eq!(tag, "\"v1\"");
+    assert_eq!(
+        carol.get("/api/v1/quotas/vision/tpu-v5").await.0,
+        StatusCode::NOT_FOUND
+    );
+
+    // A queued vision job that its quota holds back: 8 running + 16 > 8 nominal + 8 borrowable.
+    let dave = app.client("dave").await;
+    let first = dave
+        .launch(json!({"template": "llama-3.1-8b-fsdp", "gpus": 8, "pool": "hgx-h200"}))
+        .await;
+    assert_eq!(first["state"], "admitted", "{first}");
+    let job = dave
+        .launch(json!({"template": "llama-3.1-8b-fsdp", "gpus": 16, "pool": "hgx-h200"}))
+        .await;
+    assert_eq!(job["state"], "queued", "{job}");
+
+    // validation: each bad value names its field
+    for (body, field) in [
+        (json!({"nominal_gpus": -8}), "nominal_gpus"),
+        (json!({"nominal_gpus": 8.5}), "nominal_gpus"),
+        (json!({"nominal_gpus": "8"}), "nominal_gpus"),
+        (json!({"borrowing_limit_gpus": 8}), "nominal_gpus"),
+        (
+            json!({"nominal_gpus": 8, "borrowing_limit_gpus": 40}),
+            "borrowing_limit_gpus",
+        ),
+        (json!({"nominal_gpus": 40}), "nominal_gpus"),
+        (json!({"nominal_gpus": 8, "lending": 2}), "lending"),
+    ] {
+        let (status, _, err) = put(&carol, Some(tag.clone()), body.clone()).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}: {err}");
+        assert_eq!(err["error"]["field"], field, "{body}: {err}");
+    }
+    let (status, _, err) = put(&carol, None, json!({"nominal_gpus": 32})).await;
+    assert_eq!(status.as_u16(), 428, "{err}");
+    assert_eq!(err["error"]["field"], "If-Match");
+
+    // the edit: 32 GPUs for vision in hgx-h200, which admits the queued job
+    let (status, new_tag, cell) = put(
+        &carol,
+        Some(tag.clone()),
+        json!({"nominal_gpus": 32, "borrowing_limit_gpus": 0}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{cell}");
+    assert_eq!(new_tag.as_deref(), Some("\"v2\""));
+    assert_eq!(cell["nominal_gpus"], 32);
+    assert_eq!(
+        cell["pool_nominal_sum"], 56,
+        "over the pool's 32 GPUs: shown, not refused"
+    );
+    let (_, after) = dave
+        .get(&format!("/api/v1/jobs/{}", job["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(
+        after["state"], "admitted",
+        "the quota took effect at once: {after}"
+    );
+
+    // a second admin with the old tag is refused, and nothing changes
+    let (status, _, err) = put(&carol, Some(tag.clone()), json!({"nominal_gpus": 4})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{err}");
+    assert!(err["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("changed by someone else"));
+    let (_, now) = carol.get("/api/v1/quotas/vision/hgx-h200").await;
+    assert_eq!(now["nominal_gpus"], 32);
+
+    // the audit log: newest first, before → after, who and from where; sign-ins of admins
+    let (status, log) = carol.get("/api/v1/audit").await;
+    assert_eq!(status, StatusCode::OK);
+    let log = log.as_array().unwrap();
+    assert_eq!(
+        log.len(),
+        2,
+        "one quota change and carol's sign-in: {log:?}"
+    );
+    assert_eq!(log[0]["action"], "quota.set");
+    assert_eq!(log[0]["actor"], "carol");
+    assert_eq!(log[0]["target"], "vision/hgx-h200");
+    assert_eq!(
+        log[0]["before"],
+        json!({"nominal_gpus": 8, "borrowing_limit_gpus": 8})
+    );
+    assert_eq!(
+        log[0]["after"],
+        json!({"nominal_gpus": 32, "borrowing_limit_gpus": 0})
+    );
+    assert_eq!(log[0]["address"], "127.0.0.1");
+    assert_eq!(log[1]["action"], "auth.sign_in");
+    assert!(log[0]["at"].as_str().unwrap() >= log[1]["at"].as_str().unwrap());
+    let (_, only) = carol.get("/api/v1/audit?action=auth.sign_in").await;
+    assert_eq!(only.as_array().unwrap().len(), 1);
+    let (status, err) = carol.get("/api/v1/audit?format=xml").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    let csv = carol
+        .http
+        .get(format!("{}/api/v1/audit?format=csv", app.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], "at,actor,action,target,before,after,address");
+    assert_eq!(lines.len(), 3);
+    assert!(
+        lines[1].contains("\"quota.set\"") && lines[1].contains("\"vision/hgx-h200\""),
+        "{}",
+        lines[1]
+    );
+    // append-only: no route changes or removes entries
+    for method in [
+        reqwest::Method::PUT,
+        reqwest::Method::DELETE,
+        reqwest::Method::PATCH,
+        reqwest::Method::POST,
+    ] {
+        let res = carol
+            .http
+            .request(method.clone(), format!("{}/api/v1/audit", app.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::METHOD_NOT_ALLOWED, "{method}");
+    }
+    finish(app, db).await;
+}
 
 /// Gantry on the Kubernetes back end with a kubeconfig whose API server does not answer (a
 /// closed port on loopback): it starts, serves every page, stores launches as "not yet sent",
@@ -232,10 +428,13 @@ on_both!(
 async fn kube_back_end_keeps_serving_while_the_api_server_is_down(t: Target) {
     let db = fresh_database(t).await;
     let dir = tempfile::tempdir().unwrap();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    }; // closed again: connections are refused
+    // The discard port: nothing listens there on a test machine, so connections are refused
+    // (a port picked and released here could be handed to another test's server meanwhile).
+    let port = 9;
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "something listens on 127.0.0.1:{port}; this test needs it closed"
+    );
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(
         &kubeconfig,

@@ -219,12 +219,12 @@ async fn a_quota_edit_goes_to_the_cluster_queue_and_a_conflict_changes_nothing()
     });
 
     let e = portal
-        .set_quota(&alice, "nlp", "hgx-h100", q(48, 16))
+        .set_quota(&alice, "nlp", "hgx-h100", q(48, 16), None, None)
         .await
         .unwrap_err();
     assert_eq!(e.status(), 403);
     let e = portal
-        .set_quota(&carol, "nlp", "hgx-h100", q(400, 16))
+        .set_quota(&carol, "nlp", "hgx-h100", q(400, 16), None, None)
         .await
         .unwrap_err();
     assert_eq!(
@@ -232,13 +232,13 @@ async fn a_quota_edit_goes_to_the_cluster_queue_and_a_conflict_changes_nothing()
         (422, Some("nominal_gpus"))
     );
     let e = portal
-        .set_quota(&carol, "nlp", "tpu-v5", q(8, 0))
+        .set_quota(&carol, "nlp", "tpu-v5", q(8, 0), None, None)
         .await
         .unwrap_err();
     assert_eq!(e.field.as_deref(), Some("pool"));
 
     portal
-        .set_quota(&carol, "nlp", "hgx-h100", q(48, 16))
+        .set_quota(&carol, "nlp", "hgx-h100", q(48, 16), None, None)
         .await
         .expect("applied and stored");
     let stored = |db: Db| async move {
@@ -252,7 +252,7 @@ async fn a_quota_edit_goes_to_the_cluster_queue_and_a_conflict_changes_nothing()
     };
     assert_eq!(stored(db.clone()).await, q(48, 16));
     let e = portal
-        .set_quota(&carol, "nlp", "hgx-h100", q(8, 0))
+        .set_quota(&carol, "nlp", "hgx-h100", q(8, 0), None, None)
         .await
         .unwrap_err();
     assert_eq!(e.status(), 409);
