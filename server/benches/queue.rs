@@ -288,7 +288,79 @@ fn recompute_after_one_change() {
     );
 }
 
+/// What-if: 30 days of a 1,000-user platform (50,000 launches) replayed under two quota
+/// settings, as the quota Preview does.
+fn whatif_50k() {
+    use gantry::whatif::{replay, TraceJob};
+    let pools = [
+        PoolSpec {
+            name: "hgx-h100".into(),
+            gpu_model: "H100".into(),
+            nodes: 16,
+            strategy: QueueingStrategy::BestEffortFifo,
+        },
+        PoolSpec {
+            name: "hgx-h200".into(),
+            gpu_model: "H200".into(),
+            nodes: 4,
+            strategy: QueueingStrategy::BestEffortFifo,
+        },
+    ];
+    let teams = [
+        "nlp", "vision", "speech", "robotics", "search", "ads", "recsys", "safety",
+    ];
+    let quota = |n, b| QuotaSpec {
+        nominal: n,
+        borrowing_limit: Some(b),
+        lending_limit: None,
+    };
+    let mut current = Vec::new();
+    for t in teams {
+        current.push((t.to_string(), "hgx-h100".to_string(), quota(16, 32)));
+        current.push((t.to_string(), "hgx-h200".to_string(), quota(4, 8)));
+    }
+    let mut draft = current.clone();
+    draft[0].2 = quota(32, 32);
+    draft[2].2 = quota(8, 16);
+    let mut rng = Lcg(7);
+    let sizes = [1, 1, 2, 4, 8, 8, 16, 32];
+    let start = t0();
+    let trace: Vec<TraceJob> = (0..50_000)
+        .map(|i| TraceJob {
+            team: teams[(rng.next() % teams.len() as u64) as usize].into(),
+            pool: if rng.next().is_multiple_of(5) {
+                "hgx-h200".into()
+            } else {
+                "hgx-h100".into()
+            },
+            gpus: sizes[(rng.next() % sizes.len() as u64) as usize],
+            priority: [
+                Priority::Low,
+                Priority::Normal,
+                Priority::Normal,
+                Priority::High,
+            ][(rng.next() % 4) as usize],
+            // 30 days, about 52 s apart
+            submitted_at: start + Duration::seconds(i * 30 * 86_400 / 50_000),
+            runtime_s: 300 + rng.next() % 7_200,
+        })
+        .collect();
+    let wall = Instant::now();
+    let a = replay(&pools, &current, &trace);
+    let b = replay(&pools, &draft, &trace);
+    let secs = wall.elapsed().as_secs_f64();
+    println!("== what-if: 50,000 launches over 30 days, replayed under current and draft quotas");
+    println!("wall time of both replays: {secs:.3} s (goal: under 2 s)");
+    for (x, y) in a.iter().zip(&b).take(3) {
+        println!(
+            "{:<8} median wait {:>6} s -> {:>6} s, p90 {:>7} s -> {:>7} s, GPU-hours {:>8.1} -> {:>8.1}, preemptions {} -> {}",
+            x.team, x.median_wait_s, y.median_wait_s, x.p90_wait_s, y.p90_wait_s, x.gpu_hours, y.gpu_hours, x.preemptions, y.preemptions
+        );
+    }
+}
+
 fn main() {
     baseline();
     recompute_after_one_change();
+    whatif_50k();
 }

@@ -115,6 +115,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/jobs", get(list_jobs).post(launch))
         .route("/api/v1/manifests", post(manifest))
         .route("/api/v1/quotas", get(list_quotas))
+        .route("/api/v1/quotas/preview", post(preview_quotas))
         .route(
             "/api/v1/quotas/{team}/{pool}",
             get(get_quota).put(put_quota),
@@ -258,6 +259,53 @@ fn whole_gpus(
                 )
             }),
     }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PreviewChange {
+    team: String,
+    pool: String,
+    nominal_gpus: u32,
+    #[serde(default)]
+    borrowing_limit_gpus: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PreviewRequest {
+    changes: Vec<PreviewChange>,
+    /// How far back to replay, in days (default 30, at most 90).
+    #[serde(default)]
+    days: Option<i64>,
+}
+
+/// What-if: the last 30 days of launches replayed under the current quotas and the draft.
+async fn preview_quotas(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+    ApiJson(req): ApiJson<PreviewRequest>,
+) -> ApiResult<impl IntoResponse> {
+    let days = req.days.unwrap_or(30);
+    if !(1..=90).contains(&days) {
+        return Err(ApiError::invalid("days", "must be 1 to 90").into());
+    }
+    let changes = req
+        .changes
+        .into_iter()
+        .map(|c| {
+            (
+                c.team,
+                c.pool,
+                crate::cluster::QuotaSpec {
+                    nominal: c.nominal_gpus,
+                    borrowing_limit: c.borrowing_limit_gpus,
+                    lending_limit: None,
+                },
+            )
+        })
+        .collect();
+    Ok(Json(state.portal.preview_quotas(&v, changes, days).await?))
 }
 
 async fn put_quota(

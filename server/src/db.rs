@@ -500,6 +500,46 @@ impl Db {
             .collect()
     }
 
+    /// Launches since `from` that ran (were admitted), as the what-if replay needs them:
+    /// (team, pool, GPUs, priority, submitted, admitted, finished).
+    #[allow(clippy::type_complexity)]
+    pub async fn launches_since(
+        &self,
+        from: DateTime<Utc>,
+    ) -> Result<
+        Vec<(
+            String,
+            String,
+            u32,
+            Priority,
+            DateTime<Utc>,
+            DateTime<Utc>,
+            Option<DateTime<Utc>>,
+        )>,
+    > {
+        let rows = sqlx::query(
+            "SELECT team_id, pool_id, gpus, priority, created_at, admitted_at, finished_at FROM job \
+             WHERE created_at >= $1 AND admitted_at IS NOT NULL ORDER BY created_at",
+        )
+        .bind(ms(from))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(map_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("team_id")?,
+                    r.try_get("pool_id")?,
+                    r.try_get::<i64, _>("gpus")? as u32,
+                    Priority::parse(&r.try_get::<String, _>("priority")?).unwrap_or_default(),
+                    from_ms(r.try_get("created_at")?),
+                    from_ms(r.try_get("admitted_at")?),
+                    r.try_get::<Option<i64>, _>("finished_at")?.map(from_ms),
+                ))
+            })
+            .collect()
+    }
+
     pub async fn list_quotas(&self) -> Result<Vec<QuotaRow>> {
         let rows = sqlx::query(
             "SELECT team_id, pool_id, nominal_gpus, borrowing_limit_gpus, lending_limit_gpus FROM quota ORDER BY team_id, pool_id",

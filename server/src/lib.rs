@@ -13,3 +13,4 @@ pub mod seed;
 pub mod service;
 pub mod session_store;
 pub mod startup;
+pub mod whatif;

@@ -23,6 +23,17 @@ pub const MIN_RUNTIME_S: u64 = 60;
 /// The most jobs a "who is ahead" list shows.
 pub const MAX_AHEAD: usize = 100;
 
+/// What the last days would have looked like under the current quotas and under a draft.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct QuotaPreview {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub launches: u32,
+    pub current: Vec<crate::whatif::TeamOutcome>,
+    pub draft: Vec<crate::whatif::TeamOutcome>,
+    pub elapsed_ms: u64,
+}
+
 /// A change a live page may want to know about.
 #[derive(Clone, Debug)]
 pub struct LiveChange {
@@ -626,6 +637,92 @@ impl Portal {
             at: now,
         });
         self.quota_for(viewer, team, pool).await
+    }
+
+    /// What-if: the last `days` of real launches replayed under the current quotas and under
+    /// the current ones with `changes` applied (admins only).
+    pub async fn preview_quotas(
+        &self,
+        viewer: &Viewer,
+        changes: Vec<(String, String, crate::cluster::QuotaSpec)>,
+        days: i64,
+    ) -> Result<QuotaPreview, ApiError> {
+        if !viewer.is_admin {
+            return Err(ApiError::forbidden("only admins preview quota changes"));
+        }
+        let started = std::time::Instant::now();
+        let pools: Vec<crate::cluster::PoolSpec> = self
+            .db
+            .list_pools()
+            .await?
+            .into_iter()
+            .map(|p| crate::cluster::PoolSpec {
+                strategy: crate::cluster::QueueingStrategy::parse(&p.strategy).unwrap_or_default(),
+                name: p.name,
+                gpu_model: p.gpu_model,
+                nodes: p.nodes,
+            })
+            .collect();
+        let current: Vec<(String, String, crate::cluster::QuotaSpec)> = self
+            .db
+            .list_quotas()
+            .await?
+            .into_iter()
+            .map(|q| (q.team, q.pool, q.quota))
+            .collect();
+        let mut draft = current.clone();
+        for (team, pool, q) in changes {
+            match draft.iter_mut().find(|(t, p, _)| *t == team && *p == pool) {
+                Some(slot) => {
+                    slot.2 = crate::cluster::QuotaSpec {
+                        lending_limit: slot.2.lending_limit,
+                        ..q
+                    }
+                }
+                None => {
+                    return Err(ApiError::invalid(
+                        "changes",
+                        format!("team {team} has no quota in {pool} to change"),
+                    ))
+                }
+            }
+        }
+        let to = self.cluster.now();
+        let from = to - chrono::Duration::days(days);
+        let trace: Vec<crate::whatif::TraceJob> = self
+            .db
+            .launches_since(from)
+            .await?
+            .into_iter()
+            .map(
+                |(team, pool, gpus, priority, submitted_at, admitted, finished)| {
+                    crate::whatif::TraceJob {
+                        team,
+                        pool,
+                        gpus,
+                        priority,
+                        submitted_at,
+                        runtime_s: (finished.unwrap_or(to) - admitted).num_seconds().max(1) as u64,
+                    }
+                },
+            )
+            .collect();
+        let (now_out, draft_out) = tokio::task::spawn_blocking(move || {
+            (
+                crate::whatif::replay(&pools, &current, &trace),
+                crate::whatif::replay(&pools, &draft, &trace),
+            )
+        })
+        .await
+        .map_err(internal)?;
+        Ok(QuotaPreview {
+            from,
+            to,
+            launches: now_out.iter().map(|o| o.jobs).sum(),
+            current: now_out,
+            draft: draft_out,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        })
     }
 
     /// Appends to the audit log (sign-ins of admins, admin actions).

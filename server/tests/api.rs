@@ -225,7 +225,70 @@ on_both!(
     strict_fifo_pool_blocks_behind_its_head,
     kube_back_end_keeps_serving_while_the_api_server_is_down,
     quota_api_checks_values_refuses_stale_edits_and_audits,
+    quota_preview_replays_real_launches_under_the_draft,
 );
+
+/// What-if: the launches that ran are replayed under the current quotas and a draft; the
+/// waits are the ones the sim really produced, and the draft's are worked out by hand.
+async fn quota_preview_replays_real_launches_under_the_draft(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let hour = |gpus: u32| json!({"template": "llama-3.1-8b-fsdp", "gpus": gpus, "pool": "hgx-h100", "max_runtime_s": 3600});
+    // nlp: 64 of its own, 32 borrowed, then 16 that the borrowing limit holds for an hour
+    assert_eq!(alice.launch(hour(64)).await["state"], "admitted");
+    assert_eq!(alice.launch(hour(32)).await["state"], "admitted");
+    assert_eq!(alice.launch(hour(16)).await["state"], "queued");
+    carol.advance(3600).await;
+    carol.advance(3600).await;
+    let body = json!({"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": 64, "borrowing_limit_gpus": 64}]});
+    assert_eq!(
+        alice.post("/api/v1/quotas/preview", body.clone()).await.0,
+        StatusCode::FORBIDDEN
+    );
+    let (status, p) = carol.post("/api/v1/quotas/preview", body).await;
+    assert_eq!(status, StatusCode::OK, "{p}");
+    assert_eq!(p["launches"], 3);
+    let team = |side: &str| {
+        p[side]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["team"] == "nlp")
+            .unwrap()
+            .clone()
+    };
+    let (now, draft) = (team("current"), team("draft"));
+    assert_eq!(now["jobs"], 3);
+    assert_eq!(
+        now["p90_wait_s"], 3600,
+        "the 16-GPU job waited the hour: {now}"
+    );
+    assert_eq!(now["median_wait_s"], 0);
+    assert_eq!(
+        now["gpu_hours"], 112.0,
+        "(64 + 32 + 16) GPUs for an hour each"
+    );
+    assert_eq!(
+        draft["p90_wait_s"], 0,
+        "with 64 borrowable it starts at once: {draft}"
+    );
+    assert_eq!(draft["gpu_hours"], 112.0);
+    assert!(p["elapsed_ms"].as_u64().is_some());
+    for (bad, field) in [
+        (
+            json!({"changes": [{"team": "nlp", "pool": "tpu", "nominal_gpus": 8}]}),
+            "changes",
+        ),
+        (json!({"changes": [], "days": 400}), "days"),
+    ] {
+        let (status, err) = carol.post("/api/v1/quotas/preview", bad.clone()).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {err}");
+        assert_eq!(err["error"]["field"], field, "{bad}: {err}");
+    }
+    finish(app, db).await;
+}
 
 /// `GET/PUT /api/v1/quotas/{team}/{pool}` with ETag / If-Match: admin only, the same
 /// validation as the form (422 naming the field), a stale tag refused (409), the change takes
