@@ -48,6 +48,27 @@ pub trait Backend: Send + Sync + 'static {
     async fn list_jobs(&self, viewer: &Viewer, filter: JobFilter) -> Result<JobList, ApiError>;
     async fn get_job(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError>;
     async fn cancel_job(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError>;
+    /// Every team × pool quota with live figures (admins only).
+    async fn quota_cells(&self, viewer: &Viewer) -> Result<Vec<QuotaCell>, ApiError>;
+    /// Sets one quota if it is still at `version` (admins only).
+    async fn save_quota(
+        &self,
+        viewer: &Viewer,
+        team: String,
+        pool: String,
+        nominal_gpus: u32,
+        borrowing_limit_gpus: Option<u32>,
+        version: i64,
+    ) -> Result<QuotaCell, ApiError>;
+    /// The last 30 days replayed under the current quotas and with this one changed.
+    async fn preview_quota(
+        &self,
+        viewer: &Viewer,
+        team: String,
+        pool: String,
+        nominal_gpus: u32,
+        borrowing_limit_gpus: Option<u32>,
+    ) -> Result<QuotaPreview, ApiError>;
     /// The users the local demo sign-in offers; empty when it is off.
     async fn demo_users(&self) -> Result<Vec<Viewer>, ApiError>;
     /// The cluster clock.

@@ -71,6 +71,46 @@ pub async fn check_launch(req: LaunchRequest) -> Result<LaunchCheck, ApiError> {
 }
 
 #[server]
+pub async fn admin_quotas() -> Result<Vec<QuotaCell>, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.quota_cells(&viewer).await
+}
+
+#[server]
+pub async fn save_quota(
+    team: String,
+    pool: String,
+    nominal_gpus: u32,
+    borrowing_limit_gpus: Option<u32>,
+    version: i64,
+) -> Result<QuotaCell, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend
+        .save_quota(
+            &viewer,
+            team,
+            pool,
+            nominal_gpus,
+            borrowing_limit_gpus,
+            version,
+        )
+        .await
+}
+
+#[server]
+pub async fn preview_quota(
+    team: String,
+    pool: String,
+    nominal_gpus: u32,
+    borrowing_limit_gpus: Option<u32>,
+) -> Result<QuotaPreview, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend
+        .preview_quota(&viewer, team, pool, nominal_gpus, borrowing_limit_gpus)
+        .await
+}
+
+#[server]
 pub async fn manifests_available() -> Result<bool, ApiError> {
     let (backend, _viewer) = ssr::backend_and_viewer().await?;
     Ok(backend.manifests_available())

@@ -260,6 +260,30 @@ pub struct QuotaCell {
     pub pool_nominal_sum: u32,
 }
 
+/// What one team got in a what-if replay.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TeamOutcome {
+    pub team: String,
+    pub jobs: u32,
+    /// Jobs that never started within the replay.
+    pub never_started: u32,
+    pub median_wait_s: i64,
+    pub p90_wait_s: i64,
+    pub gpu_hours: f64,
+    pub preemptions: u32,
+}
+
+/// What the last days would have looked like under the current quotas and under a draft.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuotaPreview {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub launches: u32,
+    pub current: Vec<TeamOutcome>,
+    pub draft: Vec<TeamOutcome>,
+    pub elapsed_ms: u64,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Pool {
     pub name: String,

@@ -195,8 +195,7 @@ async fn launch(
     ))
 }
 
-/// The client's address for the audit log: the first `X-Forwarded-For` hop behind a proxy,
-/// else the peer address.
+/// The client's address for the audit log (see [`crate::request_id::client_addr_of`]).
 pub struct ClientAddr(pub Option<String>);
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ClientAddr {
@@ -206,18 +205,10 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ClientAddr {
         parts: &mut http::request::Parts,
         _state: &S,
     ) -> Result<Self, Self::Rejection> {
-        let forwarded = parts
-            .headers
-            .get("x-forwarded-for")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(',').next())
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty());
-        let peer = parts
-            .extensions
-            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-            .map(|c| c.0.ip().to_string());
-        Ok(ClientAddr(forwarded.or(peer)))
+        Ok(ClientAddr(crate::request_id::client_addr_of(
+            &parts.headers,
+            &parts.extensions,
+        )))
     }
 }
 

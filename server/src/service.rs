@@ -23,17 +23,6 @@ pub const MIN_RUNTIME_S: u64 = 60;
 /// The most jobs a "who is ahead" list shows.
 pub const MAX_AHEAD: usize = 100;
 
-/// What the last days would have looked like under the current quotas and under a draft.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct QuotaPreview {
-    pub from: DateTime<Utc>,
-    pub to: DateTime<Utc>,
-    pub launches: u32,
-    pub current: Vec<crate::whatif::TeamOutcome>,
-    pub draft: Vec<crate::whatif::TeamOutcome>,
-    pub elapsed_ms: u64,
-}
-
 /// A change a live page may want to know about.
 #[derive(Clone, Debug)]
 pub struct LiveChange {
@@ -1104,6 +1093,45 @@ impl Backend for Portal {
         req: LaunchRequest,
     ) -> Result<LaunchCheck, ApiError> {
         self.check(viewer, req).await
+    }
+
+    async fn quota_cells(&self, viewer: &Viewer) -> Result<Vec<QuotaCell>, ApiError> {
+        Portal::quota_cells(self, viewer).await
+    }
+
+    async fn save_quota(
+        &self,
+        viewer: &Viewer,
+        team: String,
+        pool: String,
+        nominal_gpus: u32,
+        borrowing_limit_gpus: Option<u32>,
+        version: i64,
+    ) -> Result<QuotaCell, ApiError> {
+        let q = crate::cluster::QuotaSpec {
+            nominal: nominal_gpus,
+            borrowing_limit: borrowing_limit_gpus,
+            lending_limit: None,
+        };
+        let address = crate::request_id::current_client_addr();
+        self.set_quota(viewer, &team, &pool, q, Some(version), address)
+            .await
+    }
+
+    async fn preview_quota(
+        &self,
+        viewer: &Viewer,
+        team: String,
+        pool: String,
+        nominal_gpus: u32,
+        borrowing_limit_gpus: Option<u32>,
+    ) -> Result<QuotaPreview, ApiError> {
+        let q = crate::cluster::QuotaSpec {
+            nominal: nominal_gpus,
+            borrowing_limit: borrowing_limit_gpus,
+            lending_limit: None,
+        };
+        self.preview_quotas(viewer, vec![(team, pool, q)], 30).await
     }
 
     fn manifests_available(&self) -> bool {

@@ -9,7 +9,6 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Duration, Utc};
-use serde::Serialize;
 
 use crate::cluster::sim::SimState;
 use crate::cluster::{Change, PoolSpec, QuotaSpec, RunSpec, WorkloadSpec};
@@ -27,18 +26,7 @@ pub struct TraceJob {
     pub runtime_s: u64,
 }
 
-/// What one team got in a replay.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct TeamOutcome {
-    pub team: String,
-    pub jobs: u32,
-    /// Jobs that never started within the replay.
-    pub never_started: u32,
-    pub median_wait_s: i64,
-    pub p90_wait_s: i64,
-    pub gpu_hours: f64,
-    pub preemptions: u32,
-}
+pub use app::model::TeamOutcome;
 
 /// The nearest-rank percentile of sorted values (0 for none).
 pub fn percentile(sorted: &[i64], p: f64) -> i64 {

@@ -1,4 +1,5 @@
 //! One module per page.
+pub mod admin;
 pub mod home;
 pub mod job;
 pub mod jobs;

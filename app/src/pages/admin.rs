@@ -1,0 +1,268 @@
+//! Admin · Quotas: every team's share of every pool, with what it uses now, and an edit that
+//! can be previewed (the last 30 days replayed under the draft) before it is saved.
+
+use leptos::prelude::*;
+
+use crate::app::Authed;
+use crate::components::ErrorBox;
+use crate::format;
+use crate::functions::{admin_quotas, preview_quota, save_quota};
+use crate::live::use_live;
+use crate::model::{QuotaCell, QuotaPreview};
+
+#[component]
+pub fn AdminQuotasPage() -> impl IntoView {
+    view! {
+        <Authed>
+            <AdminQuotas/>
+        </Authed>
+    }
+}
+
+#[component]
+fn AdminQuotas() -> impl IntoView {
+    let live = use_live();
+    // Saving bumps this: the grid reloads with the new figures and versions.
+    let saved = RwSignal::new(0u32);
+    let cells = Resource::new(
+        move || (saved.get(), live.version.get()),
+        |_| admin_quotas(),
+    );
+    view! {
+        <section class="page-head">
+            <h1>"Quotas"</h1>
+            <p class="muted">
+                "GPUs each team is guaranteed in each pool (a Kueue ClusterQueue in the pool's cohort), and how much of its pool-mates' idle quota it may borrow. Preview replays the last 30 days of launches under your draft before you save."
+            </p>
+        </section>
+        <Transition fallback=|| view! { <p class="muted">"Loading quotas…"</p> }>
+            {move || Suspend::new(async move {
+                match cells.await {
+                    Ok(cells) => {
+                        let mut pools: Vec<String> = cells.iter().map(|c| c.pool.clone()).collect();
+                        pools.sort();
+                        pools.dedup();
+                        pools
+                            .into_iter()
+                            .map(|pool| {
+                                let rows: Vec<QuotaCell> = cells.iter().filter(|c| c.pool == pool).cloned().collect();
+                                view! { <PoolQuotas pool=pool rows=rows saved/> }
+                            })
+                            .collect_view()
+                            .into_any()
+                    }
+                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn PoolQuotas(pool: String, rows: Vec<QuotaCell>, saved: RwSignal<u32>) -> impl IntoView {
+    let size = rows.first().map_or(0, |c| c.pool_gpus);
+    let sum = rows.first().map_or(0, |c| c.pool_nominal_sum);
+    let over = sum > size;
+    view! {
+        <section class="panel" data-testid=format!("quotas-{pool}")>
+            <h2>{format!("{pool} · {size} GPUs")}</h2>
+            <p class=if over { "warning" } else { "muted" }>
+                {if over {
+                    format!("⚠ Nominal quotas add up to {sum} GPUs, more than the pool's {size}: teams cannot all use their full quota at once.")
+                } else {
+                    format!("Nominal quotas add up to {sum} of {size} GPUs.")
+                }}
+            </p>
+            <table class="quota-table">
+                <thead>
+                    <tr>
+                        <th>"Team"</th>
+                        <th>"Nominal (GPUs)"</th>
+                        <th>"Borrowing limit (GPUs)"</th>
+                        <th class="num">"In use"</th>
+                        <th class="num">"Borrowed"</th>
+                        <th class="num">"Queued demand"</th>
+                        <th></th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {rows.into_iter().map(|c| view! { <QuotaRow cell=c saved/> }).collect_view()}
+                </tbody>
+            </table>
+        </section>
+    }
+}
+
+/// A whole number of GPUs from a field, or what is wrong with it. Empty is `None` only where
+/// `empty_ok` (no borrowing limit).
+fn gpus_field(raw: &str, empty_ok: bool, max: u32) -> Result<Option<u32>, String> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return if empty_ok {
+            Ok(None)
+        } else {
+            Err("required".into())
+        };
+    }
+    match raw.parse::<i64>() {
+        Ok(n) if n < 0 => Err("cannot be negative".into()),
+        Ok(n) if n > max as i64 => Err(format!("at most {max} (the pool)")),
+        Ok(n) => Ok(Some(n as u32)),
+        Err(_) => Err("a whole number of GPUs".into()),
+    }
+}
+
+#[component]
+fn QuotaRow(cell: QuotaCell, saved: RwSignal<u32>) -> impl IntoView {
+    let nominal = RwSignal::new(cell.nominal_gpus.to_string());
+    let borrow = RwSignal::new(
+        cell.borrowing_limit_gpus
+            .map(|b| b.to_string())
+            .unwrap_or_default(),
+    );
+    let max = cell.pool_gpus;
+    let nominal_ok = move || gpus_field(&nominal.get(), false, max);
+    let borrow_ok = move || gpus_field(&borrow.get(), true, max);
+    let original = (cell.nominal_gpus, cell.borrowing_limit_gpus);
+    let changed = move || match (nominal_ok(), borrow_ok()) {
+        (Ok(Some(n)), Ok(b)) => (n, b) != original,
+        _ => false,
+    };
+    let valid = move || nominal_ok().is_ok() && borrow_ok().is_ok();
+    let team = StoredValue::new(cell.team.clone());
+    let pool = StoredValue::new(cell.pool.clone());
+    let version = cell.version;
+    let preview = Action::new(move |_: &()| {
+        let n = nominal_ok().ok().flatten().unwrap_or(0);
+        let b = borrow_ok().ok().flatten();
+        async move { preview_quota(team.get_value(), pool.get_value(), n, b).await }
+    });
+    let save = Action::new(move |_: &()| {
+        let n = nominal_ok().ok().flatten().unwrap_or(0);
+        let b = borrow_ok().ok().flatten();
+        async move { save_quota(team.get_value(), pool.get_value(), n, b, version).await }
+    });
+    Effect::new(move |_| {
+        if let Some(Ok(_)) = save.value().get() {
+            saved.update(|n| *n += 1);
+        }
+    });
+    let testid = format!("quota-{}-{}", cell.team, cell.pool);
+    view! {
+        <tr data-testid=testid.clone()>
+            <th scope="row">{cell.team.clone()}</th>
+            <td>
+                <input
+                    type="number"
+                    min="0"
+                    step="1"
+                    aria-label=format!("Nominal GPUs of {} in {}", cell.team, cell.pool)
+                    data-testid=format!("{testid}-nominal")
+                    prop:value=move || nominal.get()
+                    on:input=move |ev| nominal.set(event_target_value(&ev))
+                />
+                {move || nominal_ok().err().map(|e| view! { <p class="field-error">{e}</p> })}
+            </td>
+            <td>
+                <input
+                    type="number"
+                    min="0"
+                    step="1"
+                    placeholder="no limit"
+                    aria-label=format!("Borrowing limit of {} in {}", cell.team, cell.pool)
+                    data-testid=format!("{testid}-borrow")
+                    prop:value=move || borrow.get()
+                    on:input=move |ev| borrow.set(event_target_value(&ev))
+                />
+                {move || borrow_ok().err().map(|e| view! { <p class="field-error">{e}</p> })}
+            </td>
+            <td class="num">{format!("{} GPUs", cell.used_gpus)}</td>
+            <td class="num">{format!("{} GPUs", cell.borrowed_gpus)}</td>
+            <td class="num">{format!("{} GPUs", cell.queued_gpus)}</td>
+            <td class="actions">
+                <button
+                    type="button"
+                    class="button"
+                    data-testid=format!("{testid}-preview")
+                    disabled=move || !valid() || !changed() || preview.pending().get()
+                    on:click=move |_| { preview.dispatch(()); }
+                >
+                    {move || if preview.pending().get() { "Replaying…" } else { "Preview" }}
+                </button>
+                <button
+                    type="button"
+                    class="button primary"
+                    data-testid=format!("{testid}-save")
+                    disabled=move || !valid() || !changed() || save.pending().get()
+                    on:click=move |_| { save.dispatch(()); }
+                >
+                    "Save"
+                </button>
+            </td>
+        </tr>
+        {move || {
+            let result = save.value().get();
+            match result {
+                Some(Err(e)) => Some(view! { <tr><td colspan="7"><ErrorBox err=e/></td></tr> }.into_any()),
+                _ => preview.value().get().map(|p| match p {
+                    Ok(p) => view! { <tr><td colspan="7"><PreviewTable p=p team=team.get_value()/></td></tr> }.into_any(),
+                    Err(e) => view! { <tr><td colspan="7"><ErrorBox err=e/></td></tr> }.into_any(),
+                }),
+            }
+        }}
+    }
+}
+
+#[component]
+fn PreviewTable(p: QuotaPreview, team: String) -> impl IntoView {
+    let rows: Vec<_> = p
+        .current
+        .iter()
+        .map(|now| {
+            let draft = p.draft.iter().find(|d| d.team == now.team).cloned();
+            (now.clone(), draft)
+        })
+        .collect();
+    let arrow = |a: String, b: String| if a == b { a } else { format!("{a} → {b}") };
+    view! {
+        <div class="preview" data-testid="quota-preview">
+            <p class="muted">
+                {format!(
+                    "The {} since {} replayed with the same rules under today's quotas → your draft (replayed in {} ms). Waits are the median and 90th percentile time queued.",
+                    if p.launches == 1 { "1 launch".to_string() } else { format!("{} launches", p.launches) },
+                    format::absolute(p.from),
+                    p.elapsed_ms,
+                )}
+            </p>
+            <table>
+                <thead>
+                    <tr>
+                        <th>"Team"</th>
+                        <th class="num">"Median wait"</th>
+                        <th class="num">"90th percentile wait"</th>
+                        <th class="num">"GPU-hours"</th>
+                        <th class="num">"Preemptions"</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {rows
+                        .into_iter()
+                        .map(|(now, draft)| {
+                            let d = draft.unwrap_or_else(|| now.clone());
+                            let mine = now.team == team;
+                            view! {
+                                <tr class:mine=mine>
+                                    <th scope="row">{now.team.clone()}</th>
+                                    <td class="num">{arrow(format::duration(now.median_wait_s), format::duration(d.median_wait_s))}</td>
+                                    <td class="num">{arrow(format::duration(now.p90_wait_s), format::duration(d.p90_wait_s))}</td>
+                                    <td class="num">{arrow(format!("{:.1} h", now.gpu_hours), format!("{:.1} h", d.gpu_hours))}</td>
+                                    <td class="num">{arrow(now.preemptions.to_string(), d.preemptions.to_string())}</td>
+                                </tr>
+                            }
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+        </div>
+    }
+}

@@ -1,0 +1,60 @@
+import { expect, test } from "@playwright/test";
+import { SHOTS, apiAs, cancelEverything, hydrated, launch, signIn } from "./helpers";
+
+test.describe.serial("admin: quotas", () => {
+  test.beforeEach(async ({ baseURL }) => {
+    await cancelEverything(baseURL!);
+  });
+
+  test("an admin edits a quota, previews it, saves, and a queued job starts", async ({ page, baseURL }) => {
+    // vision may hold 8 + 8 GPUs in hgx-h200: with 8 running, a 16-GPU job waits.
+    const dave = await apiAs(baseURL!, "dave");
+    const running = await launch(dave, { template: "llama-3.1-8b-fsdp", gpus: 8, pool: "hgx-h200", name: "e2e-h200-running" });
+    expect(running.state).toBe("admitted");
+    const held = await launch(dave, { template: "llama-3.1-8b-fsdp", gpus: 16, pool: "hgx-h200", name: "e2e-h200-held" });
+    expect(held.state).toBe("queued");
+    expect(held.queue_position).toBe(1);
+
+    await signIn(page, "carol");
+    await page.getByRole("link", { name: "Quotas" }).click();
+    await expect(page).toHaveURL(/\/admin\/quotas$/);
+    await hydrated(page);
+    const row = "quota-vision-hgx-h200";
+    await expect(page.getByTestId(row)).toContainText("16 GPUs"); // queued demand
+    await page.getByTestId(`${row}-nominal`).fill("-1");
+    await expect(page.getByTestId(row)).toContainText("cannot be negative");
+    await expect(page.getByTestId(`${row}-save`)).toBeDisabled();
+    await page.getByTestId(`${row}-nominal`).fill("32");
+    await page.getByTestId(`${row}-borrow`).fill("0");
+    await page.getByTestId(`${row}-preview`).click();
+    const preview = page.getByTestId("quota-preview");
+    await expect(preview).toContainText("replayed with the same rules");
+    await expect(preview).toContainText("vision");
+    await page.screenshot({ path: `${SHOTS}/admin-quotas-preview.png`, fullPage: true });
+
+    await page.getByTestId(`${row}-save`).click();
+    // The change takes effect at once: the held job is admitted, and the grid shows it.
+    await expect(page.getByTestId(`${row}-nominal`)).toHaveValue("32");
+    await expect(page.getByTestId(row)).toContainText("24 GPUs");
+    const after = await (await dave.get(`/api/v1/jobs/${held.id}`)).json();
+    expect(after.state).toBe("admitted");
+    await page.screenshot({ path: `${SHOTS}/admin-quotas-saved.png`, fullPage: true });
+
+    // Put it back for the other tests.
+    const carol = await apiAs(baseURL!, "carol");
+    const cur = await carol.get("/api/v1/quotas/vision/hgx-h200");
+    const put = await carol.put("/api/v1/quotas/vision/hgx-h200", {
+      data: { nominal_gpus: 8, borrowing_limit_gpus: 8 },
+      headers: { "If-Match": cur.headers()["etag"] },
+    });
+    expect(put.status()).toBe(200);
+  });
+
+  test("a member cannot reach the admin pages", async ({ page }) => {
+    await signIn(page, "alice");
+    await expect(page.getByRole("link", { name: "Quotas" })).toHaveCount(0);
+    await page.goto("/admin/quotas");
+    await expect(page.getByRole("alert")).toContainText("Not allowed");
+    await expect(page.locator(".quota-table")).toHaveCount(0);
+  });
+});
