@@ -110,7 +110,15 @@ fn unknown_field(msg: &str) -> Option<String> {
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/v1/me", get(me))
-        .route("/api/v1/templates", get(templates))
+        .route("/api/v1/templates", get(templates).post(create_template))
+        .route(
+            "/api/v1/templates/{name}/versions",
+            post(add_template_version),
+        )
+        .route(
+            "/api/v1/templates/{name}/deprecate",
+            post(deprecate_template),
+        )
         .route("/api/v1/pools", get(pools))
         .route("/api/v1/jobs", get(list_jobs).post(launch))
         .route("/api/v1/manifests", post(manifest))
@@ -424,6 +432,85 @@ async fn audit_log(
             Err(ApiError::invalid("format", format!("'{other}' is not json or csv")).into())
         }
     }
+}
+
+/// A template definition as text: YAML (or JSON, which YAML reads too).
+pub struct DefinitionText(pub String);
+
+impl<S: Send + Sync> FromRequest<S> for DefinitionText {
+    type Rejection = ApiFailure;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let accepted = req
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                [
+                    "application/yaml",
+                    "application/x-yaml",
+                    "text/yaml",
+                    "application/json",
+                    "text/plain",
+                ]
+                .iter()
+                .any(|t| v.starts_with(t))
+            });
+        if !accepted {
+            return Err(ApiFailure(ApiError::bad_request(
+                "send the template definition as YAML (Content-Type: application/yaml) or JSON",
+            )));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rej| {
+            if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiFailure(ApiError::new(
+                    ErrorCode::PayloadTooLarge,
+                    "the definition is too large",
+                ))
+            } else {
+                ApiFailure(ApiError::bad_request("the request body could not be read"))
+            }
+        })?;
+        String::from_utf8(bytes.to_vec())
+            .map(DefinitionText)
+            .map_err(|_| ApiFailure(ApiError::bad_request("the definition must be UTF-8 text")))
+    }
+}
+
+async fn create_template(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+    ClientAddr(address): ClientAddr,
+    DefinitionText(text): DefinitionText,
+) -> ApiResult<impl IntoResponse> {
+    let t = state.portal.create_template(&v, &text, address).await?;
+    Ok((StatusCode::CREATED, Json(t)))
+}
+
+async fn add_template_version(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+    ClientAddr(address): ClientAddr,
+    Path(name): Path<String>,
+    DefinitionText(text): DefinitionText,
+) -> ApiResult<impl IntoResponse> {
+    let t = state
+        .portal
+        .add_template_version(&v, &name, &text, address)
+        .await?;
+    Ok((StatusCode::CREATED, Json(t)))
+}
+
+async fn deprecate_template(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+    ClientAddr(address): ClientAddr,
+    Path(name): Path<String>,
+) -> ApiResult<impl IntoResponse> {
+    state.portal.deprecate_template(&v, &name, address).await?;
+    Ok(Json(
+        serde_json::json!({"template": name, "deprecated": true}),
+    ))
 }
 
 /// The JobSet or TrainJob a launch with this body would submit, as YAML (kube back end).

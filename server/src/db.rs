@@ -605,7 +605,9 @@ impl Db {
     /// Stores a template and its first version (or a new version of an existing one).
     pub async fn insert_template(&self, t: &Template, at: DateTime<Utc>) -> Result<()> {
         let mut tx = self.pool.begin().await.map_err(map_err)?;
-        sqlx::query("INSERT INTO template (template_id, display_name, family, model_size, method, description, default_pool, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (template_id) DO NOTHING")
+        sqlx::query("INSERT INTO template (template_id, display_name, family, model_size, method, description, default_pool, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                     ON CONFLICT (template_id) DO UPDATE SET display_name = excluded.display_name, family = excluded.family, \
+                     model_size = excluded.model_size, method = excluded.method, description = excluded.description, default_pool = excluded.default_pool")
             .bind(&t.name)
             .bind(&t.display_name)
             .bind(&t.family)
@@ -633,6 +635,38 @@ impl Db {
             .map_err(map_err)?;
         tx.commit().await.map_err(map_err)?;
         Ok(())
+    }
+
+    /// A template's newest version number and whether it is deprecated; `None` if unknown.
+    pub async fn template_state(&self, id: &str) -> Result<Option<(u32, bool)>> {
+        let row = sqlx::query(
+            "SELECT t.deprecated, (SELECT MAX(v.version) FROM template_version v WHERE v.template_id = t.template_id) AS newest \
+             FROM template t WHERE t.template_id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(map_err)?;
+        row.map(|r| {
+            Ok((
+                r.try_get::<Option<i64>, _>("newest")?.unwrap_or(0) as u32,
+                r.try_get::<i64, _>("deprecated")? != 0,
+            ))
+        })
+        .transpose()
+    }
+
+    /// Hides a template from Launch; jobs keep showing the version they ran.
+    pub async fn deprecate_template(&self, id: &str) -> Result<bool> {
+        Ok(sqlx::query(
+            "UPDATE template SET deprecated = 1 WHERE template_id = $1 AND deprecated = 0",
+        )
+        .bind(id)
+        .execute(&self.pool)
+        .await
+        .map_err(map_err)?
+        .rows_affected()
+            > 0)
     }
 
     /// One exact template version (deprecated or not): what a job ran.

@@ -13,4 +13,5 @@ pub mod seed;
 pub mod service;
 pub mod session_store;
 pub mod startup;
+pub mod template_def;
 pub mod whatif;

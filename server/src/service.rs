@@ -714,6 +714,133 @@ impl Portal {
         })
     }
 
+    /// Creates a template (version 1) from its definition (admins only).
+    pub async fn create_template(
+        &self,
+        viewer: &Viewer,
+        text: &str,
+        address: Option<String>,
+    ) -> Result<Template, ApiError> {
+        let t = self.parse_template(viewer, text).await?;
+        if self.db.template_state(&t.name).await?.is_some() {
+            return Err(ApiError::conflict(format!(
+                "template '{}' exists; add a version with POST /api/v1/templates/{}/versions",
+                t.name, t.name
+            )));
+        }
+        self.db.insert_template(&t, Utc::now()).await?;
+        self.audit_change(viewer, "template.create", &t.name, None, Some(&t), address)
+            .await?;
+        Ok(t)
+    }
+
+    /// A new, immutable version of a template (admins only); jobs keep the version they ran.
+    pub async fn add_template_version(
+        &self,
+        viewer: &Viewer,
+        name: &str,
+        text: &str,
+        address: Option<String>,
+    ) -> Result<Template, ApiError> {
+        let mut t = self.parse_template(viewer, text).await?;
+        let Some((newest, deprecated)) = self.db.template_state(name).await? else {
+            return Err(ApiError::not_found(format!(
+                "there is no template '{name}'"
+            )));
+        };
+        if t.name != name {
+            return Err(ApiError::invalid(
+                "template",
+                format!("line 1: name: must be '{name}', the template in the address"),
+            ));
+        }
+        if deprecated {
+            return Err(ApiError::conflict(format!(
+                "template '{name}' is deprecated"
+            )));
+        }
+        let before = self.db.template_version(name, newest).await?;
+        t.version = newest + 1;
+        self.db.insert_template(&t, Utc::now()).await?;
+        self.audit_change(
+            viewer,
+            "template.version",
+            name,
+            before.as_ref(),
+            Some(&t),
+            address,
+        )
+        .await?;
+        Ok(t)
+    }
+
+    /// Hides a template from Launch (admins only); old jobs still show it.
+    pub async fn deprecate_template(
+        &self,
+        viewer: &Viewer,
+        name: &str,
+        address: Option<String>,
+    ) -> Result<(), ApiError> {
+        if !viewer.is_admin {
+            return Err(ApiError::forbidden("only admins manage templates"));
+        }
+        let Some((newest, _)) = self.db.template_state(name).await? else {
+            return Err(ApiError::not_found(format!(
+                "there is no template '{name}'"
+            )));
+        };
+        if !self.db.deprecate_template(name).await? {
+            return Err(ApiError::conflict(format!(
+                "template '{name}' is already deprecated"
+            )));
+        }
+        let before = self.db.template_version(name, newest).await?;
+        let mut entry =
+            crate::db::AuditEntry::new(&viewer.user, "template.deprecate", name, Utc::now());
+        entry.before =
+            before.map(|t| serde_json::json!({"version": t.version, "deprecated": false}));
+        entry.after = Some(serde_json::json!({"deprecated": true}));
+        entry.address = address;
+        self.audit(entry).await
+    }
+
+    async fn parse_template(&self, viewer: &Viewer, text: &str) -> Result<Template, ApiError> {
+        if !viewer.is_admin {
+            return Err(ApiError::forbidden("only admins manage templates"));
+        }
+        let pools: Vec<(String, u32)> = self
+            .db
+            .list_pools()
+            .await?
+            .into_iter()
+            .map(|p| (p.name, p.nodes * GPUS_PER_NODE))
+            .collect();
+        crate::template_def::parse(text, &pools).map_err(|why| ApiError::invalid("template", why))
+    }
+
+    async fn audit_change(
+        &self,
+        viewer: &Viewer,
+        action: &str,
+        target: &str,
+        before: Option<&Template>,
+        after: Option<&Template>,
+        address: Option<String>,
+    ) -> Result<(), ApiError> {
+        let mut entry = crate::db::AuditEntry::new(&viewer.user, action, target, Utc::now());
+        let shape = |t: &Template| {
+            let mut v = serde_json::to_value(t).unwrap_or_default();
+            if let Some(m) = v.as_object_mut() {
+                m.remove("last_used_by_team");
+            }
+            v
+        };
+        entry.before = before.map(shape);
+        entry.after = after.map(shape);
+        entry.address = address;
+        self.audit(entry).await
+    }
+
     /// Appends to the audit log (sign-ins of admins, admin actions).
     pub async fn audit(&self, entry: crate::db::AuditEntry) -> Result<(), ApiError> {
         Ok(self.db.append_audit(&entry).await?)
@@ -964,6 +1091,7 @@ impl Portal {
         // answer, the reconciler deletes workloads of cancelled jobs when it can.
         let at = self.cluster.now();
         let reason = format!("Cancelled by {}", viewer.user);
+        let by_admin = viewer.is_admin && row.user != viewer.user && !viewer.is_lead_of(&row.team);
         let applied = self
             .db
             .transition(&Transition {
@@ -977,6 +1105,17 @@ impl Portal {
             })
             .await?;
         if applied {
+            if by_admin {
+                // An admin acting on another team's job is an admin action: audited.
+                let mut entry =
+                    crate::db::AuditEntry::new(&viewer.user, "job.cancel", id, Utc::now());
+                entry.before = Some(
+                    serde_json::json!({"state": row.state.as_str(), "team": row.team, "user": row.user}),
+                );
+                entry.after = Some(serde_json::json!({"state": "cancelled"}));
+                entry.address = crate::request_id::current_client_addr();
+                self.audit(entry).await?;
+            }
             self.publish(LiveChange {
                 job_id: id.to_string(),
                 team: row.team.clone(),

@@ -226,7 +226,185 @@ on_both!(
     kube_back_end_keeps_serving_while_the_api_server_is_down,
     quota_api_checks_values_refuses_stale_edits_and_audits,
     quota_preview_replays_real_launches_under_the_draft,
+    templates_are_created_versioned_and_deprecated_by_admins,
 );
+
+const NEOX: &str = "\
+name: gpt-neox-20b
+display_name: GPT-NeoX 20B fine-tune
+family: GPT-NeoX
+model_size: 20B
+method: Full fine-tune
+default_pool: hgx-h100
+image: registry.internal/ml/neox:2026.11
+command: [torchrun, train.py]
+allowed_gpus: [8, 16]
+default_gpus: 8
+default_max_runtime_s: 3600
+params:
+  - name: epochs
+    kind: int
+    default: 3
+    min: 1
+    max: 50
+";
+
+/// Admins create templates from a YAML definition, add immutable versions and deprecate
+/// them; a job keeps the exact version it ran; every change is audited; mistakes come back
+/// with their line.
+async fn templates_are_created_versioned_and_deprecated_by_admins(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let post = |c: &Client, path: &str, body: &str| {
+        let req = c
+            .http
+            .post(format!("{}{path}", c.base))
+            .header("content-type", "application/yaml")
+            .body(body.to_string());
+        async move {
+            let res = req.send().await.unwrap();
+            (
+                res.status(),
+                res.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    let (status, _) = post(&alice, "/api/v1/templates", NEOX).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, err) = post(
+        &carol,
+        "/api/v1/templates",
+        &NEOX.replace("default_gpus: 8", "default_gpus: 4"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert_eq!(err["error"]["field"], "template");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("line 10: default_gpus: 4 is not one of allowed_gpus"),
+        "{err}"
+    );
+
+    let (status, v1) = post(&carol, "/api/v1/templates", NEOX).await;
+    assert_eq!(status, StatusCode::CREATED, "{v1}");
+    assert_eq!(v1["version"], 1);
+    let (status, _) = post(&carol, "/api/v1/templates", NEOX).await;
+    assert_eq!(status, StatusCode::CONFLICT, "a second create is refused");
+    let (_, list) = alice.get("/api/v1/templates").await;
+    assert!(list
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["name"] == "gpt-neox-20b"));
+    let old_job = alice
+        .launch(json!({"template": "gpt-neox-20b", "gpus": 8}))
+        .await;
+    assert_eq!(old_job["template_version"], 1);
+
+    let v2_text = NEOX
+        .replace("neox:2026.11", "neox:2026.12")
+        .replace("allowed_gpus: [8, 16]", "allowed_gpus: [8, 16, 32]");
+    let (status, v2) = post(&carol, "/api/v1/templates/gpt-neox-20b/versions", &v2_text).await;
+    assert_eq!(status, StatusCode::CREATED, "{v2}");
+    assert_eq!(v2["version"], 2);
+    let (status, err) = post(
+        &carol,
+        "/api/v1/templates/llama-3.1-8b-fsdp/versions",
+        &v2_text,
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "the name must match the address: {err}"
+    );
+    let new_job = alice
+        .launch(json!({"template": "gpt-neox-20b", "gpus": 32}))
+        .await;
+    assert_eq!(new_job["template_version"], 2);
+    let (_, again) = alice
+        .get(&format!("/api/v1/jobs/{}", old_job["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(
+        again["template_version"], 1,
+        "a job keeps the version it ran"
+    );
+
+    let res = carol
+        .http
+        .post(format!(
+            "{}/api/v1/templates/gpt-neox-20b/deprecate",
+            app.base
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let (_, list) = alice.get("/api/v1/templates").await;
+    assert!(
+        !list
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "gpt-neox-20b"),
+        "hidden from Launch"
+    );
+    let (status, _) = alice
+        .get(&format!("/api/v1/jobs/{}", old_job["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(status, StatusCode::OK, "old jobs still show it");
+    let (status, err) = alice
+        .post(
+            "/api/v1/jobs",
+            json!({"template": "gpt-neox-20b", "gpus": 8}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+
+    // an admin cancelling another team's job is an admin action too
+    let res = carol
+        .http
+        .post(format!(
+            "{}/api/v1/jobs/{}/cancel",
+            app.base,
+            new_job["id"].as_str().unwrap()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success());
+    let (_, log) = carol.get("/api/v1/audit").await;
+    let actions: Vec<&str> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "job.cancel",
+            "template.deprecate",
+            "template.version",
+            "template.create",
+            "auth.sign_in"
+        ]
+    );
+    let version = &log[2];
+    assert_eq!(
+        version["before"]["image"],
+        "registry.internal/ml/neox:2026.11"
+    );
+    assert_eq!(
+        version["after"]["image"],
+        "registry.internal/ml/neox:2026.12"
+    );
+    finish(app, db).await;
+}
 
 /// What-if: the launches that ran are replayed under the current quotas and a draft; the
 /// waits are the ones the sim really produced, and the draft's are worked out by hand.
