@@ -62,6 +62,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async/>
                     <Route path=path!("/jobs/:id") view=JobDetailPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/quotas") view=crate::pages::admin::AdminQuotasPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/audit") view=crate::pages::admin::AdminAuditPage ssr=SsrMode::Async/>
                 </Routes>
             </main>
         </Router>
@@ -106,7 +107,10 @@ fn NavBar() -> impl IntoView {
                             let role = if v.is_admin { "admin".to_string() } else { teams };
                             view! {
                                 <div class="who">
-                                    {v.is_admin.then(|| view! { <A href="/admin/quotas">"Quotas"</A> })}
+                                    {v.is_admin.then(|| view! {
+                                        <A href="/admin/quotas">"Quotas"</A>
+                                        <A href="/admin/audit">"Audit log"</A>
+                                    })}
                                     <span class="who-name" data-testid="viewer">{v.display_name.clone()}</span>
                                     <span class="muted">{role}</span>
                                     <form method="post" action="/auth/logout">

@@ -69,6 +69,14 @@ pub trait Backend: Send + Sync + 'static {
         nominal_gpus: u32,
         borrowing_limit_gpus: Option<u32>,
     ) -> Result<QuotaPreview, ApiError>;
+    /// The audit log, newest first, filtered (admins only).
+    async fn audit_records(
+        &self,
+        viewer: &Viewer,
+        actor: Option<String>,
+        action: Option<String>,
+        target: Option<String>,
+    ) -> Result<Vec<AuditRecord>, ApiError>;
     /// The users the local demo sign-in offers; empty when it is off.
     async fn demo_users(&self) -> Result<Vec<Viewer>, ApiError>;
     /// The cluster clock.

@@ -111,6 +111,16 @@ pub async fn preview_quota(
 }
 
 #[server]
+pub async fn audit_records(
+    actor: Option<String>,
+    action: Option<String>,
+    target: Option<String>,
+) -> Result<Vec<AuditRecord>, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.audit_records(&viewer, actor, action, target).await
+}
+
+#[server]
 pub async fn manifests_available() -> Result<bool, ApiError> {
     let (backend, _viewer) = ssr::backend_and_viewer().await?;
     Ok(backend.manifests_available())

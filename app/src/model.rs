@@ -260,6 +260,18 @@ pub struct QuotaCell {
     pub pool_nominal_sum: u32,
 }
 
+/// One entry of the append-only audit log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    pub at: DateTime<Utc>,
+    pub actor: String,
+    pub action: String,
+    pub target: String,
+    pub before: Option<Value>,
+    pub after: Option<Value>,
+    pub address: Option<String>,
+}
+
 /// What one team got in a what-if replay.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TeamOutcome {

@@ -50,11 +50,41 @@ test.describe.serial("admin: quotas", () => {
     expect(put.status()).toBe(200);
   });
 
+  test("the audit log lists the quota change, filters, and downloads the same rows as CSV", async ({ page, baseURL }) => {
+    await signIn(page, "carol");
+    await page.getByRole("link", { name: "Audit log" }).click();
+    await expect(page).toHaveURL(/\/admin\/audit$/);
+    const table = page.getByTestId("audit-table");
+    await expect(table).toContainText("quota.set");
+    await expect(table).toContainText("vision/hgx-h200");
+    await expect(table).toContainText("auth.sign_in");
+    await page.screenshot({ path: `${SHOTS}/admin-audit.png`, fullPage: true });
+
+    await page.goto("/admin/audit?action=quota.set");
+    const rows = page.locator('[data-testid="audit-table"] tbody tr');
+    const n = await rows.count();
+    expect(n).toBeGreaterThanOrEqual(2); // the edit and the restore
+    for (let i = 0; i < n; i++) await expect(rows.nth(i)).toContainText("quota.set");
+    const href = await page.getByTestId("audit-csv").getAttribute("href");
+    expect(href).toBe("/api/v1/audit?format=csv&action=quota.set");
+    const carol = await apiAs(baseURL!, "carol");
+    const csv = await (await carol.get(href!)).text();
+    const lines = csv.trim().split("\n");
+    expect(lines[0]).toBe("at,actor,action,target,before,after,address");
+    expect(lines.length - 1).toBe(n);
+
+    await page.goto("/admin/audit?actor=nobody");
+    await expect(page.getByTestId("audit-empty")).toBeVisible();
+  });
+
   test("a member cannot reach the admin pages", async ({ page }) => {
     await signIn(page, "alice");
     await expect(page.getByRole("link", { name: "Quotas" })).toHaveCount(0);
     await page.goto("/admin/quotas");
     await expect(page.getByRole("alert")).toContainText("Not allowed");
     await expect(page.locator(".quota-table")).toHaveCount(0);
+    await page.goto("/admin/audit");
+    await expect(page.getByRole("alert")).toContainText("Not allowed");
+    await expect(page.getByTestId("audit-table")).toHaveCount(0);
   });
 });

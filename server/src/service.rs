@@ -1273,6 +1273,39 @@ impl Backend for Portal {
         self.preview_quotas(viewer, vec![(team, pool, q)], 30).await
     }
 
+    async fn audit_records(
+        &self,
+        viewer: &Viewer,
+        actor: Option<String>,
+        action: Option<String>,
+        target: Option<String>,
+    ) -> Result<Vec<AuditRecord>, ApiError> {
+        let blank = |s: Option<String>| s.filter(|s| !s.trim().is_empty());
+        let entries = self
+            .audit_log(
+                viewer,
+                crate::db::AuditFilter {
+                    actor: blank(actor),
+                    action: blank(action),
+                    target: blank(target),
+                    limit: 500,
+                },
+            )
+            .await?;
+        Ok(entries
+            .into_iter()
+            .map(|e| AuditRecord {
+                at: e.at,
+                actor: e.actor,
+                action: e.action,
+                target: e.target,
+                before: e.before,
+                after: e.after,
+                address: e.address,
+            })
+            .collect())
+    }
+
     fn manifests_available(&self) -> bool {
         self.kube.is_some()
     }

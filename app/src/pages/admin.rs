@@ -266,3 +266,84 @@ fn PreviewTable(p: QuotaPreview, team: String) -> impl IntoView {
         </div>
     }
 }
+
+#[component]
+pub fn AdminAuditPage() -> impl IntoView {
+    view! {
+        <Authed>
+            <AdminAudit/>
+        </Authed>
+    }
+}
+
+/// The audit log: who changed what, when, from where; filters live in the URL.
+#[component]
+fn AdminAudit() -> impl IntoView {
+    let query = leptos_router::hooks::use_query_map();
+    let get = move |k: &str| query.read().get(k).filter(|v| !v.is_empty());
+    let records = Resource::new(
+        move || (get("actor"), get("action"), get("target")),
+        |(actor, action, target)| crate::functions::audit_records(actor, action, target),
+    );
+    let csv = move || {
+        let mut q: Vec<String> = vec!["format=csv".into()];
+        for k in ["actor", "action", "target"] {
+            if let Some(v) = get(k) {
+                q.push(format!("{k}={}", v.replace('&', "%26").replace(' ', "%20")));
+            }
+        }
+        format!("/api/v1/audit?{}", q.join("&"))
+    };
+    let json = |v: &Option<serde_json::Value>| {
+        v.as_ref()
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "—".into())
+    };
+    view! {
+        <section class="page-head">
+            <h1>"Audit log"</h1>
+            <p class="muted">"Every quota and template change, admin action and admin sign-in, newest first. Entries are never edited or removed."</p>
+        </section>
+        <form class="filters" method="get" action="/admin/audit">
+            <label>"Who " <input name="actor" placeholder="e.g. carol" prop:value=move || get("actor").unwrap_or_default()/></label>
+            <label>"Action "
+                <select name="action" prop:value=move || get("action").unwrap_or_default()>
+                    <option value="">"any"</option>
+                    {["quota.set", "template.create", "template.version", "template.deprecate", "job.cancel", "auth.sign_in"]
+                        .into_iter()
+                        .map(|a| view! { <option value=a>{a}</option> })
+                        .collect_view()}
+                </select>
+            </label>
+            <label>"Target starts with " <input name="target" placeholder="e.g. vision/" prop:value=move || get("target").unwrap_or_default()/></label>
+            <button class="button" type="submit">"Filter"</button>
+            <a class="button" href=csv rel="external" data-testid="audit-csv">"Download CSV"</a>
+        </form>
+        <Transition fallback=|| view! { <p class="muted">"Loading the audit log…"</p> }>
+            {move || Suspend::new(async move {
+                match records.await {
+                    Ok(list) if list.is_empty() => view! { <p class="muted" data-testid="audit-empty">"No entries match these filters."</p> }.into_any(),
+                    Ok(list) => view! {
+                        <table class="audit-table" data-testid="audit-table">
+                            <thead><tr><th>"When"</th><th>"Who"</th><th>"Action"</th><th>"Target"</th><th>"Before"</th><th>"After"</th><th>"From"</th></tr></thead>
+                            <tbody>
+                                {list.into_iter().map(|r| view! {
+                                    <tr>
+                                        <td>{format::absolute(r.at)}</td>
+                                        <td>{r.actor.clone()}</td>
+                                        <td><code>{r.action.clone()}</code></td>
+                                        <td>{r.target.clone()}</td>
+                                        <td><code class="json">{json(&r.before)}</code></td>
+                                        <td><code class="json">{json(&r.after)}</code></td>
+                                        <td>{r.address.clone().unwrap_or_else(|| "—".into())}</td>
+                                    </tr>
+                                }).collect_view()}
+                            </tbody>
+                        </table>
+                    }.into_any(),
+                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
