@@ -294,6 +294,9 @@ pub struct QuotaPreview {
     pub current: Vec<TeamOutcome>,
     pub draft: Vec<TeamOutcome>,
     pub elapsed_ms: u64,
+    /// The 90th-percentile waits side by side, as SVG drawn on the server (text escaped).
+    #[serde(default)]
+    pub chart_svg: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

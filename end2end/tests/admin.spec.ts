@@ -30,6 +30,7 @@ test.describe.serial("admin: quotas", () => {
     const preview = page.getByTestId("quota-preview");
     await expect(preview).toContainText("replayed with the same rules");
     await expect(preview).toContainText("vision");
+    await expect(page.getByTestId("quota-preview-chart").locator("svg")).toContainText("90th percentile wait");
     await page.screenshot({ path: `${SHOTS}/admin-quotas-preview.png`, fullPage: true });
 
     await page.getByTestId(`${row}-save`).click();

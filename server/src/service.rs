@@ -707,6 +707,7 @@ impl Portal {
         Ok(QuotaPreview {
             from,
             to,
+            chart_svg: crate::whatif::wait_chart(&now_out, &draft_out),
             launches: now_out.iter().map(|o| o.jobs).sum(),
             current: now_out,
             draft: draft_out,

@@ -167,6 +167,113 @@ pub fn replay(
         .collect()
 }
 
+/// The preview as a chart: per team, the 90th-percentile wait under the current quotas and
+/// under the draft, side by side (SVG, with axes, units and a legend).
+pub fn wait_chart(current: &[TeamOutcome], draft: &[TeamOutcome]) -> String {
+    use plotters::prelude::*;
+    let teams: Vec<&str> = current.iter().map(|o| o.team.as_str()).collect();
+    // Hours once some wait reaches an hour, else minutes.
+    let longest = current
+        .iter()
+        .chain(draft)
+        .map(|o| o.p90_wait_s)
+        .max()
+        .unwrap_or(0);
+    let (per, unit, digits) = if longest >= 3600 {
+        (3600.0, "h", 1)
+    } else {
+        (60.0, "min", 0)
+    };
+    let hours = move |o: &TeamOutcome| o.p90_wait_s as f64 / per;
+    let draft_of = |team: &str| {
+        draft
+            .iter()
+            .find(|d| d.team == team)
+            .map(hours)
+            .unwrap_or(0.0)
+    };
+    let top = current
+        .iter()
+        .map(hours)
+        .chain(draft.iter().map(hours))
+        .fold(0.0_f64, f64::max)
+        .max(if unit == "h" { 1.0 } else { 10.0 })
+        * 1.15;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (720, 300)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let n = teams.len().max(1);
+        let mut chart = match ChartBuilder::on(&root)
+            .caption("90th percentile wait, last 30 days", ("sans-serif", 16))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(56)
+            .build_cartesian_2d(-0.5..n as f64 - 0.5, 0.0..top)
+        {
+            Ok(c) => c,
+            Err(_) => return String::new(),
+        };
+        let labels = teams.clone();
+        let _ = chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n)
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                if (x - i).abs() > 1e-6 || i < 0.0 {
+                    String::new()
+                } else {
+                    labels
+                        .get(i as usize)
+                        .map(|t| t.to_string())
+                        .unwrap_or_default()
+                }
+            })
+            .x_desc("team")
+            .y_desc(if unit == "h" {
+                "wait (hours)"
+            } else {
+                "wait (minutes)"
+            })
+            .y_labels(6)
+            .y_label_formatter(&|y| format!("{y:.digits$} {unit}"))
+            .draw();
+        let now_color = RGBColor(150, 156, 168);
+        let draft_color = RGBColor(47, 95, 208);
+        let bars = |offset: f64, color: RGBColor, value: &dyn Fn(usize) -> f64| {
+            (0..teams.len())
+                .map(|i| {
+                    let x0 = i as f64 + offset;
+                    Rectangle::new([(x0, 0.0), (x0 + 0.38, value(i))], color.filled())
+                })
+                .collect::<Vec<_>>()
+        };
+        let _ = chart
+            .draw_series(bars(-0.4, now_color, &|i| hours(&current[i])))
+            .map(|s| {
+                s.label("current quotas").legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], now_color.filled())
+                })
+            });
+        let _ = chart
+            .draw_series(bars(0.02, draft_color, &|i| draft_of(teams[i])))
+            .map(|s| {
+                s.label("draft").legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], draft_color.filled())
+                })
+            });
+        let _ = chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK.mix(0.3))
+            .draw();
+        let _ = root.present();
+    }
+    svg
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,6 +375,43 @@ mod tests {
         assert_eq!(nlp.preemptions, 1, "{draft:?}");
         let vision = draft.iter().find(|o| o.team == "vision").unwrap();
         assert_eq!(vision.p90_wait_s, 0, "vision reclaims at once");
+    }
+
+    #[test]
+    fn the_chart_has_axes_units_a_legend_and_both_bars() {
+        let o = |team: &str, p90: i64| TeamOutcome {
+            team: team.into(),
+            jobs: 3,
+            never_started: 0,
+            median_wait_s: 0,
+            p90_wait_s: p90,
+            gpu_hours: 1.0,
+            preemptions: 0,
+        };
+        let svg = wait_chart(
+            &[o("nlp", 7200), o("vision", 0)],
+            &[o("nlp", 1800), o("vision", 0)],
+        );
+        std::fs::write(std::env::temp_dir().join("gantry-wait-chart.svg"), &svg).unwrap();
+        assert!(svg.starts_with("<svg"), "{svg}");
+        for text in [
+            "90th percentile wait, last 30 days",
+            "wait (hours)",
+            "team",
+            "current quotas",
+            "draft",
+            "nlp",
+            "vision",
+            "2.0 h",
+        ] {
+            assert!(svg.contains(text), "{text} missing from the chart");
+        }
+        assert!(svg.matches("<rect").count() >= 4, "bars for both settings");
+        let short = wait_chart(&[o("nlp", 600)], &[o("nlp", 0)]);
+        assert!(
+            short.contains("wait (minutes)") && short.contains("10 min"),
+            "short waits in minutes"
+        );
     }
 
     #[test]

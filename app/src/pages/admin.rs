@@ -234,6 +234,7 @@ fn PreviewTable(p: QuotaPreview, team: String) -> impl IntoView {
                     p.elapsed_ms,
                 )}
             </p>
+            <div class="chart" data-testid="quota-preview-chart" inner_html=p.chart_svg.clone()></div>
             <table>
                 <thead>
                     <tr>
