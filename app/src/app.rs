@@ -63,6 +63,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/jobs/:id") view=JobDetailPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/quotas") view=crate::pages::admin::AdminQuotasPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/audit") view=crate::pages::admin::AdminAuditPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/templates") view=crate::pages::admin::AdminTemplatesPage ssr=SsrMode::Async/>
                 </Routes>
             </main>
         </Router>
@@ -109,6 +110,7 @@ fn NavBar() -> impl IntoView {
                                 <div class="who">
                                     {v.is_admin.then(|| view! {
                                         <A href="/admin/quotas">"Quotas"</A>
+                                        <A href="/admin/templates">"Templates"</A>
                                         <A href="/admin/audit">"Audit log"</A>
                                     })}
                                     <span class="who-name" data-testid="viewer">{v.display_name.clone()}</span>

@@ -69,6 +69,16 @@ pub trait Backend: Send + Sync + 'static {
         nominal_gpus: u32,
         borrowing_limit_gpus: Option<u32>,
     ) -> Result<QuotaPreview, ApiError>;
+    /// Creates a template (`version` `None`) or a new version of `name` from a YAML
+    /// definition (admins only).
+    async fn save_template(
+        &self,
+        viewer: &Viewer,
+        name: Option<String>,
+        definition: String,
+    ) -> Result<Template, ApiError>;
+    /// Hides a template from Launch (admins only).
+    async fn deprecate_template(&self, viewer: &Viewer, name: String) -> Result<(), ApiError>;
     /// The audit log, newest first, filtered (admins only).
     async fn audit_records(
         &self,

@@ -111,6 +111,18 @@ pub async fn preview_quota(
 }
 
 #[server]
+pub async fn save_template(name: Option<String>, definition: String) -> Result<Template, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.save_template(&viewer, name, definition).await
+}
+
+#[server]
+pub async fn deprecate_template(name: String) -> Result<(), ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.deprecate_template(&viewer, name).await
+}
+
+#[server]
 pub async fn audit_records(
     actor: Option<String>,
     action: Option<String>,

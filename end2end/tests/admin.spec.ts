@@ -78,6 +78,25 @@ test.describe.serial("admin: quotas", () => {
     await expect(page.getByTestId("audit-empty")).toBeVisible();
   });
 
+  test("an admin creates a template from YAML, is told the line of a mistake, and deprecates it", async ({ page }) => {
+    await signIn(page, "carol");
+    await page.getByRole("link", { name: "Templates" }).click();
+    await expect(page).toHaveURL(/\/admin\/templates$/);
+    await hydrated(page);
+    const def = page.getByTestId("template-definition");
+    const text = await def.inputValue();
+    await def.fill(text.replace("default_gpus: 16", "default_gpus: 4"));
+    await page.getByTestId("template-save").click();
+    await expect(page.getByRole("alert")).toContainText("line 11: default_gpus: 4 is not one of allowed_gpus [8, 16, 32]");
+    await page.screenshot({ path: `${SHOTS}/admin-templates-error.png`, fullPage: true });
+    await def.fill(text);
+    await page.getByTestId("template-save").click();
+    await expect(page.getByTestId("template-saved")).toHaveText("Saved gpt-neox-20b v1.");
+    await expect(page.getByTestId("template-gpt-neox-20b")).toContainText("v1");
+    await page.getByTestId("deprecate-gpt-neox-20b").click();
+    await expect(page.getByTestId("template-gpt-neox-20b")).toHaveCount(0);
+  });
+
   test("a member cannot reach the admin pages", async ({ page }) => {
     await signIn(page, "alice");
     await expect(page.getByRole("link", { name: "Quotas" })).toHaveCount(0);
@@ -87,5 +106,9 @@ test.describe.serial("admin: quotas", () => {
     await page.goto("/admin/audit");
     await expect(page.getByRole("alert")).toContainText("Not allowed");
     await expect(page.getByTestId("audit-table")).toHaveCount(0);
+    await page.goto("/admin/templates");
+    await expect(page.getByTestId("template-save")).toBeVisible();
+    await page.getByTestId("template-save").click();
+    await expect(page.getByRole("alert").first()).toContainText("Not allowed");
   });
 });

@@ -1274,6 +1274,27 @@ impl Backend for Portal {
         self.preview_quotas(viewer, vec![(team, pool, q)], 30).await
     }
 
+    async fn save_template(
+        &self,
+        viewer: &Viewer,
+        name: Option<String>,
+        definition: String,
+    ) -> Result<Template, ApiError> {
+        let address = crate::request_id::current_client_addr();
+        match name {
+            None => self.create_template(viewer, &definition, address).await,
+            Some(n) => {
+                self.add_template_version(viewer, &n, &definition, address)
+                    .await
+            }
+        }
+    }
+
+    async fn deprecate_template(&self, viewer: &Viewer, name: String) -> Result<(), ApiError> {
+        let address = crate::request_id::current_client_addr();
+        Portal::deprecate_template(self, viewer, &name, address).await
+    }
+
     async fn audit_records(
         &self,
         viewer: &Viewer,

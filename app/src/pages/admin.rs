@@ -348,3 +348,133 @@ fn AdminAudit() -> impl IntoView {
         </Transition>
     }
 }
+
+#[component]
+pub fn AdminTemplatesPage() -> impl IntoView {
+    view! {
+        <Authed>
+            <AdminTemplates/>
+        </Authed>
+    }
+}
+
+const EXAMPLE_TEMPLATE: &str = "name: gpt-neox-20b
+display_name: GPT-NeoX 20B fine-tune
+family: GPT-NeoX
+model_size: 20B
+method: Full fine-tune
+description: Full fine-tune of GPT-NeoX 20B with DeepSpeed.
+default_pool: hgx-h100
+image: registry.internal/ml/neox:2026.11
+command: [torchrun, train.py]
+allowed_gpus: [8, 16, 32]
+default_gpus: 16
+default_max_runtime_s: 28800
+# trainer_runtime: torch-distributed   # run as a Kubeflow TrainJob instead of a JobSet
+params:
+  - name: learning_rate
+    kind: float
+    default: 0.0001
+    min: 0.0000001
+    max: 0.01
+    help: Peak learning rate after warm-up
+  - name: epochs
+    kind: int
+    default: 3
+    min: 1
+    max: 50
+";
+
+/// Templates: create one or a new (immutable) version from a YAML definition; deprecate.
+#[component]
+fn AdminTemplates() -> impl IntoView {
+    let changed = RwSignal::new(0u32);
+    let templates = Resource::new(
+        move || changed.get(),
+        |_| crate::functions::list_templates(),
+    );
+    let definition = RwSignal::new(EXAMPLE_TEMPLATE.to_string());
+    // `None`: a new template; `Some(name)`: a new version of it.
+    let target = RwSignal::new(None::<String>);
+    let save = Action::new(move |_: &()| {
+        let (name, text) = (target.get_untracked(), definition.get_untracked());
+        async move { crate::functions::save_template(name, text).await }
+    });
+    let deprecate = Action::new(move |name: &String| {
+        let name = name.clone();
+        async move { crate::functions::deprecate_template(name).await }
+    });
+    // Reload the list after either succeeds (both read, so both are tracked).
+    Effect::new(move |_| {
+        let saved = matches!(save.value().get(), Some(Ok(_)));
+        let deprecated = matches!(deprecate.value().get(), Some(Ok(_)));
+        if saved || deprecated {
+            changed.update(|n| *n += 1);
+        }
+    });
+    view! {
+        <section class="page-head">
+            <h1>"Templates"</h1>
+            <p class="muted">"What Launch offers. A version never changes once saved: a job always shows the exact version it ran. Deprecated templates leave Launch but stay on old jobs."</p>
+        </section>
+        <Transition fallback=|| view! { <p class="muted">"Loading templates…"</p> }>
+            {move || Suspend::new(async move {
+                match templates.await {
+                    Ok(list) => view! {
+                        <table class="audit-table" data-testid="template-table">
+                            <thead><tr><th>"Template"</th><th>"Version"</th><th>"Image"</th><th>"GPUs"</th><th>"Runs as"</th><th></th></tr></thead>
+                            <tbody>
+                                {list.into_iter().map(|t| {
+                                    let name = t.name.clone();
+                                    let for_version = t.name.clone();
+                                    view! {
+                                        <tr data-testid=format!("template-{}", t.name)>
+                                            <td><strong>{t.display_name.clone()}</strong><br/><code>{t.name.clone()}</code></td>
+                                            <td>{format!("v{}", t.version)}</td>
+                                            <td><code>{t.image.clone()}</code></td>
+                                            <td>{t.allowed_gpus.iter().map(|g| g.to_string()).collect::<Vec<_>>().join(", ")}</td>
+                                            <td>{t.trainer_runtime.clone().map(|r| format!("TrainJob ({r})")).unwrap_or_else(|| "JobSet".into())}</td>
+                                            <td class="actions">
+                                                <button type="button" class="button" on:click=move |_| target.set(Some(for_version.clone()))>"New version…"</button>
+                                                <button type="button" class="button" data-testid=format!("deprecate-{name}") on:click=move |_| { deprecate.dispatch(name.clone()); }>"Deprecate"</button>
+                                            </td>
+                                        </tr>
+                                    }
+                                }).collect_view()}
+                            </tbody>
+                        </table>
+                    }.into_any(),
+                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
+                }
+            })}
+        </Transition>
+        <section class="panel">
+            <h2>{move || match target.get() {
+                None => "New template".to_string(),
+                Some(n) => format!("New version of {n}"),
+            }}</h2>
+            <p class="muted">"YAML. Parameter kinds: int, float, string, bool, path; numbers may have min and max."</p>
+            <textarea
+                class="definition"
+                rows="24"
+                spellcheck="false"
+                aria-label="Template definition (YAML)"
+                data-testid="template-definition"
+                prop:value=move || definition.get()
+                on:input=move |ev| definition.set(event_target_value(&ev))
+            ></textarea>
+            {move || match save.value().get() {
+                Some(Ok(t)) => Some(view! { <p class="fits" data-testid="template-saved">{format!("Saved {} v{}.", t.name, t.version)}</p> }.into_any()),
+                Some(Err(e)) => Some(view! { <ErrorBox err=e/> }.into_any()),
+                None => None,
+            }}
+            {move || deprecate.value().get().and_then(|r| r.err()).map(|e| view! { <ErrorBox err=e/> })}
+            <div class="actions">
+                <button type="button" class="button primary" data-testid="template-save" disabled=move || save.pending().get() on:click=move |_| { save.dispatch(()); }>
+                    {move || if target.get().is_some() { "Save as a new version" } else { "Create template" }}
+                </button>
+                {move || target.get().map(|_| view! { <button type="button" class="button" on:click=move |_| target.set(None)>"Create a new template instead"</button> })}
+            </div>
+        </section>
+    }
+}
