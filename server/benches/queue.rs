@@ -289,20 +289,21 @@ fn recompute_after_one_change() {
 }
 
 /// What-if: 30 days of a 1,000-user platform (50,000 launches) replayed under two quota
-/// settings, as the quota Preview does.
+/// settings, as the quota Preview does. The platform: 8 teams on 128 HGX nodes (1,024 GPUs:
+/// 96 H100 nodes, 32 H200 nodes), about half used on average, in bursts.
 fn whatif_50k() {
     use gantry::whatif::{replay, TraceJob};
     let pools = [
         PoolSpec {
             name: "hgx-h100".into(),
             gpu_model: "H100".into(),
-            nodes: 16,
+            nodes: 96,
             strategy: QueueingStrategy::BestEffortFifo,
         },
         PoolSpec {
             name: "hgx-h200".into(),
             gpu_model: "H200".into(),
-            nodes: 4,
+            nodes: 32,
             strategy: QueueingStrategy::BestEffortFifo,
         },
     ];
@@ -316,12 +317,12 @@ fn whatif_50k() {
     };
     let mut current = Vec::new();
     for t in teams {
-        current.push((t.to_string(), "hgx-h100".to_string(), quota(16, 32)));
-        current.push((t.to_string(), "hgx-h200".to_string(), quota(4, 8)));
+        current.push((t.to_string(), "hgx-h100".to_string(), quota(96, 96)));
+        current.push((t.to_string(), "hgx-h200".to_string(), quota(32, 32)));
     }
     let mut draft = current.clone();
-    draft[0].2 = quota(32, 32);
-    draft[2].2 = quota(8, 16);
+    draft[0].2 = quota(160, 96); // nlp gets more H100s, ads fewer
+    draft[10].2 = quota(32, 96);
     let mut rng = Lcg(7);
     let sizes = [1, 1, 2, 4, 8, 8, 16, 32];
     let start = t0();
