@@ -253,6 +253,9 @@ pub struct QuotaCell {
     pub version: i64,
     pub used_gpus: u32,
     pub borrowed_gpus: u32,
+    /// GPUs of this team's idle nominal quota that other teams are using now. Kueue pools what
+    /// a cohort lends, so the pool's borrowed GPUs are attributed to the idle quotas pro rata.
+    pub lent_gpus: u32,
     /// GPUs the team's queued jobs ask for.
     pub queued_gpus: u32,
     pub pool_gpus: u32,

@@ -498,10 +498,20 @@ impl Portal {
         let Some(p) = pools.iter().find(|p| p.name == pool) else {
             return Ok(None);
         };
-        let live = status
-            .iter()
-            .find(|s| s.name == pool)
-            .and_then(|s| s.teams.iter().find(|t| t.team == team));
+        let pool_status = status.iter().find(|s| s.name == pool);
+        let live = pool_status.and_then(|s| s.teams.iter().find(|t| t.team == team));
+        let lent_gpus = pool_status.map_or(0, |s| {
+            let idle = |t: &crate::cluster::TeamUse| t.quota.nominal.saturating_sub(t.used);
+            let borrowed: u32 = s.teams.iter().map(|t| t.borrowed).sum();
+            let idle_all: u32 = s.teams.iter().map(idle).sum();
+            match live {
+                Some(me) if borrowed > 0 && idle_all > 0 => {
+                    ((borrowed as f64 * idle(me) as f64 / idle_all as f64).round() as u32)
+                        .min(idle(me))
+                }
+                _ => 0,
+            }
+        });
         let nominal_sum = self
             .db
             .list_quotas()
@@ -522,6 +532,7 @@ impl Portal {
             version,
             used_gpus: live.map_or(0, |t| t.used),
             borrowed_gpus: live.map_or(0, |t| t.borrowed),
+            lent_gpus,
             queued_gpus,
             pool_gpus: p.nodes * app::model::GPUS_PER_NODE,
             pool_nominal_sum: nominal_sum,

@@ -418,6 +418,21 @@ async fn quota_preview_replays_real_launches_under_the_draft(t: Target) {
     assert_eq!(alice.launch(hour(64)).await["state"], "admitted");
     assert_eq!(alice.launch(hour(32)).await["state"], "admitted");
     assert_eq!(alice.launch(hour(16)).await["state"], "queued");
+    // nlp borrows 32 of the 64 idle GPUs of vision and speech: each has lent half of it
+    let (_, cells) = carol.get("/api/v1/quotas").await;
+    let lent = |team: &str| {
+        cells
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["team"] == team && c["pool"] == "hgx-h100")
+            .unwrap()["lent_gpus"]
+            .clone()
+    };
+    assert_eq!(
+        (lent("nlp"), lent("vision"), lent("speech")),
+        (json!(0), json!(16), json!(16))
+    );
     carol.advance(3600).await;
     carol.advance(3600).await;
     let body = json!({"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": 64, "borrowing_limit_gpus": 64}]});
@@ -524,6 +539,7 @@ async fn quota_api_checks_values_refuses_stale_edits_and_audits(t: Target) {
     );
     assert_eq!(h200["pool_gpus"], 32);
     assert_eq!(h200["pool_nominal_sum"], 32);
+    assert_eq!(h200["lent_gpus"], 0, "nobody borrows yet");
     let res = carol
         .http
         .get(format!("{}/api/v1/quotas/vision/hgx-h200", app.base))

@@ -81,6 +81,7 @@ fn PoolQuotas(pool: String, rows: Vec<QuotaCell>, saved: RwSignal<u32>) -> impl 
                         <th>"Borrowing limit (GPUs)"</th>
                         <th class="num">"In use"</th>
                         <th class="num">"Borrowed"</th>
+                        <th class="num">"Lent"</th>
                         <th class="num">"Queued demand"</th>
                         <th></th>
                     </tr>
@@ -178,6 +179,7 @@ fn QuotaRow(cell: QuotaCell, saved: RwSignal<u32>) -> impl IntoView {
             </td>
             <td class="num">{format!("{} GPUs", cell.used_gpus)}</td>
             <td class="num">{format!("{} GPUs", cell.borrowed_gpus)}</td>
+            <td class="num">{format!("{} GPUs", cell.lent_gpus)}</td>
             <td class="num">{format!("{} GPUs", cell.queued_gpus)}</td>
             <td class="actions">
                 <button
@@ -203,10 +205,10 @@ fn QuotaRow(cell: QuotaCell, saved: RwSignal<u32>) -> impl IntoView {
         {move || {
             let result = save.value().get();
             match result {
-                Some(Err(e)) => Some(view! { <tr><td colspan="7"><ErrorBox err=e/></td></tr> }.into_any()),
+                Some(Err(e)) => Some(view! { <tr><td colspan="8"><ErrorBox err=e/></td></tr> }.into_any()),
                 _ => preview.value().get().map(|p| match p {
-                    Ok(p) => view! { <tr><td colspan="7"><PreviewTable p=p team=team.get_value()/></td></tr> }.into_any(),
-                    Err(e) => view! { <tr><td colspan="7"><ErrorBox err=e/></td></tr> }.into_any(),
+                    Ok(p) => view! { <tr><td colspan="8"><PreviewTable p=p team=team.get_value()/></td></tr> }.into_any(),
+                    Err(e) => view! { <tr><td colspan="8"><ErrorBox err=e/></td></tr> }.into_any(),
                 }),
             }
         }}
