@@ -86,7 +86,9 @@ test.describe.serial("admin: quotas", () => {
     const def = page.getByTestId("template-definition");
     const text = await def.inputValue();
     await def.fill(text.replace("default_gpus: 16", "default_gpus: 4"));
+    const refused = page.waitForResponse((r) => r.url().includes("/api/save_template"));
     await page.getByTestId("template-save").click();
+    expect((await refused).status(), "a refusal is a 4xx, not a server failure").toBe(422);
     await expect(page.getByRole("alert")).toContainText("line 11: default_gpus: 4 is not one of allowed_gpus [8, 16, 32]");
     await page.screenshot({ path: `${SHOTS}/admin-templates-error.png`, fullPage: true });
     await def.fill(text);

@@ -333,6 +333,7 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
         },
     )
     .fallback(leptos_axum::file_and_error_handler::<AppState, _>(app::app::shell))
+    .layer(axum::middleware::from_fn(server_fn_status))
     .layer(DefaultBodyLimit::max(max_body))
     .layer(sessions)
     .layer(
@@ -348,6 +349,32 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
     )
     .layer(axum::middleware::from_fn(crate::request_id::middleware))
     .with_state(state)
+}
+
+/// Server functions answer every error with 500; give a refusal its real status (the
+/// `ApiError` in the body says which), so a user's mistake is a 4xx, not a logged failure.
+async fn server_fn_status(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let is_server_fn = {
+        let p = req.uri().path();
+        p.starts_with("/api/") && !p.starts_with("/api/v1/")
+    };
+    let res = next.run(req).await;
+    if !is_server_fn || res.status() != http::StatusCode::INTERNAL_SERVER_ERROR {
+        return res;
+    }
+    let (mut parts, body) = res.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
+        return http::Response::from_parts(parts, axum::body::Body::empty());
+    };
+    if let Ok(e) = serde_json::from_slice::<app::error::ApiError>(&bytes) {
+        if let Ok(s) = http::StatusCode::from_u16(e.status()) {
+            parts.status = s;
+        }
+    }
+    http::Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 /// The demo's first jobs, launched through the same service as any user's.
