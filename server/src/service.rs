@@ -23,6 +23,14 @@ pub const MIN_RUNTIME_S: u64 = 60;
 /// The most jobs a "who is ahead" list shows.
 pub const MAX_AHEAD: usize = 100;
 
+/// The pools, their live use, the quotas and the queues a quota cell is figured from.
+struct QuotaContext {
+    pools: Vec<crate::db::PoolRow>,
+    status: Vec<crate::cluster::PoolStatus>,
+    quotas: Vec<crate::db::QuotaRow>,
+    queues: HashMap<String, Arc<Vec<PendingWorkload>>>,
+}
+
 /// A change a live page may want to know about.
 #[derive(Clone, Debug)]
 pub struct LiveChange {
@@ -111,7 +119,15 @@ pub async fn workload_of(db: &crate::db::Db, row: &JobRow) -> anyhow::Result<Wor
                 row.template_version
             )
         })?;
-    Ok(WorkloadSpec {
+    Ok(stored_workload(
+        row,
+        run_spec(&template, &row.name, &row.user, &row.params),
+    ))
+}
+
+/// A stored job as a workload, with its submission time kept.
+pub fn stored_workload(row: &JobRow, run: RunSpec) -> WorkloadSpec {
+    WorkloadSpec {
         job_id: row.id.clone(),
         team: row.team.clone(),
         pool: row.pool.clone(),
@@ -119,8 +135,8 @@ pub async fn workload_of(db: &crate::db::Db, row: &JobRow) -> anyhow::Result<Wor
         priority: row.priority,
         submitted_at: row.created_at,
         max_runtime_s: row.max_runtime_s,
-        run: run_spec(&template, &row.name, &row.user, &row.params),
-    })
+        run,
+    }
 }
 
 struct ValidLaunch {
@@ -132,6 +148,22 @@ struct ValidLaunch {
     params: Map<String, Value>,
     max_runtime_s: u64,
     name: Option<String>,
+}
+
+impl ValidLaunch {
+    /// The workload this launch is, as the cluster gets it.
+    fn workload(&self, job_id: String, submitted_at: DateTime<Utc>, run: RunSpec) -> WorkloadSpec {
+        WorkloadSpec {
+            job_id,
+            team: self.team.clone(),
+            pool: self.pool.clone(),
+            gpus: self.gpus,
+            priority: self.priority,
+            submitted_at,
+            max_runtime_s: self.max_runtime_s,
+            run,
+        }
+    }
 }
 
 impl Portal {
@@ -383,16 +415,11 @@ impl Portal {
         tracing::info!(job.id = %id, team = %v.team, pool = %v.pool, "job stored");
         // Stored first; now the cluster. If it is unreachable the job stays queued and the
         // reconciler sends it later.
-        let spec = WorkloadSpec {
-            job_id: id.clone(),
-            team: v.team.clone(),
-            pool: v.pool.clone(),
-            gpus: v.gpus,
-            priority: v.priority,
-            submitted_at: now,
-            max_runtime_s: v.max_runtime_s,
-            run: run_spec(&v.template, &name, &viewer.user, &v.params),
-        };
+        let spec = v.workload(
+            id.clone(),
+            now,
+            run_spec(&v.template, &name, &viewer.user, &v.params),
+        );
         match self.cluster.submit(spec).await {
             Ok(()) => self.db.mark_sent(&id, self.cluster.now()).await?,
             Err(e) => {
@@ -432,16 +459,7 @@ impl Portal {
         &self,
         v: &ValidLaunch,
     ) -> Result<crate::cluster::Admissibility, ApiError> {
-        let spec = WorkloadSpec {
-            job_id: String::new(),
-            team: v.team.clone(),
-            pool: v.pool.clone(),
-            gpus: v.gpus,
-            priority: v.priority,
-            submitted_at: self.cluster.now(),
-            max_runtime_s: v.max_runtime_s,
-            run: RunSpec::default(),
-        };
+        let spec = v.workload(String::new(), self.cluster.now(), RunSpec::default());
         let a = self.cluster.check(&spec).await?;
         if a.never {
             return Err(ApiError::invalid(
@@ -474,31 +492,47 @@ impl Portal {
         if !viewer.is_admin {
             return Err(ApiError::forbidden("only admins see every team's quotas"));
         }
-        let pools = self.db.list_pools().await?;
-        let status = self.cluster.pools().await?;
+        let ctx = self.quota_context().await?;
         let mut cells = Vec::new();
-        for q in self.db.list_quotas().await? {
-            if let Some(cell) = self.quota_cell(&q.team, &q.pool, &pools, &status).await? {
+        for q in &ctx.quotas {
+            if let Some(cell) = self.quota_cell(&q.team, &q.pool, &ctx).await? {
                 cells.push(cell);
             }
         }
         Ok(cells)
     }
 
+    /// What every quota cell is figured from, read once.
+    async fn quota_context(&self) -> Result<QuotaContext, ApiError> {
+        let pools = self.db.list_pools().await?;
+        let mut queues = HashMap::new();
+        for p in &pools {
+            // A cluster that does not answer costs the queued figure, not the page.
+            if let Ok(q) = self.cluster.pending(&p.name).await {
+                queues.insert(p.name.clone(), q);
+            }
+        }
+        Ok(QuotaContext {
+            pools,
+            status: self.cluster.pools().await?,
+            quotas: self.db.list_quotas().await?,
+            queues,
+        })
+    }
+
     async fn quota_cell(
         &self,
         team: &str,
         pool: &str,
-        pools: &[crate::db::PoolRow],
-        status: &[crate::cluster::PoolStatus],
+        ctx: &QuotaContext,
     ) -> Result<Option<QuotaCell>, ApiError> {
         let Some((spec, version)) = self.db.quota(team, pool).await? else {
             return Ok(None);
         };
-        let Some(p) = pools.iter().find(|p| p.name == pool) else {
+        let Some(p) = ctx.pools.iter().find(|p| p.name == pool) else {
             return Ok(None);
         };
-        let pool_status = status.iter().find(|s| s.name == pool);
+        let pool_status = ctx.status.iter().find(|s| s.name == pool);
         let live = pool_status.and_then(|s| s.teams.iter().find(|t| t.team == team));
         let lent_gpus = pool_status.map_or(0, |s| {
             let idle = |t: &crate::cluster::TeamUse| t.quota.nominal.saturating_sub(t.used);
@@ -512,18 +546,15 @@ impl Portal {
                 _ => 0,
             }
         });
-        let nominal_sum = self
-            .db
-            .list_quotas()
-            .await?
+        let nominal_sum = ctx
+            .quotas
             .iter()
             .filter(|q| q.pool == pool)
             .map(|q| q.quota.nominal)
             .sum();
-        let queued_gpus = match self.cluster.pending(pool).await {
-            Ok(q) => q.iter().filter(|w| w.team == team).map(|w| w.gpus).sum(),
-            Err(_) => 0,
-        };
+        let queued_gpus = ctx.queues.get(pool).map_or(0, |q| {
+            q.iter().filter(|w| w.team == team).map(|w| w.gpus).sum()
+        });
         Ok(Some(QuotaCell {
             team: team.to_string(),
             pool: pool.to_string(),
@@ -549,9 +580,8 @@ impl Portal {
         if !viewer.is_admin {
             return Err(ApiError::forbidden("only admins see every team's quotas"));
         }
-        let pools = self.db.list_pools().await?;
-        let status = self.cluster.pools().await?;
-        self.quota_cell(team, pool, &pools, &status)
+        let ctx = self.quota_context().await?;
+        self.quota_cell(team, pool, &ctx)
             .await?
             .ok_or_else(|| ApiError::not_found(format!("team {team} has no quota in {pool}")))
     }
@@ -651,18 +681,7 @@ impl Portal {
             return Err(ApiError::forbidden("only admins preview quota changes"));
         }
         let started = std::time::Instant::now();
-        let pools: Vec<crate::cluster::PoolSpec> = self
-            .db
-            .list_pools()
-            .await?
-            .into_iter()
-            .map(|p| crate::cluster::PoolSpec {
-                strategy: crate::cluster::QueueingStrategy::parse(&p.strategy).unwrap_or_default(),
-                name: p.name,
-                gpu_model: p.gpu_model,
-                nodes: p.nodes,
-            })
-            .collect();
+        let pools = crate::cluster::PoolSpec::from_rows(self.db.list_pools().await?, &[]);
         let current: Vec<(String, String, crate::cluster::QuotaSpec)> = self
             .db
             .list_quotas()
@@ -886,16 +905,11 @@ impl Portal {
             .name
             .clone()
             .unwrap_or_else(|| format!("{}-<id>", v.template.name));
-        let w = WorkloadSpec {
-            job_id: id,
-            team: v.team.clone(),
-            pool: v.pool.clone(),
-            gpus: v.gpus,
-            priority: v.priority,
-            submitted_at: self.cluster.now(),
-            max_runtime_s: v.max_runtime_s,
-            run: run_spec(&v.template, &name, &viewer.user, &v.params),
-        };
+        let w = v.workload(
+            id,
+            self.cluster.now(),
+            run_spec(&v.template, &name, &viewer.user, &v.params),
+        );
         let obj = crate::cluster::k8s::objects::job_object(settings, &w);
         Ok(Some(format!(
             "# What Launch submits (the job id, all zeros here, is assigned at launch)\n{}",

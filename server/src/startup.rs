@@ -21,10 +21,9 @@ use tower_sessions::{Expiry, SessionManagerLayer};
 use tracing::Span;
 
 use crate::clock::Clock;
-use crate::cluster::admission::QueueingStrategy;
 use crate::cluster::k8s::KubeCluster;
 use crate::cluster::sim::{RestoredWorkload, SimCluster};
-use crate::cluster::{Cluster, PoolSpec, WorkloadSpec};
+use crate::cluster::{Cluster, PoolSpec};
 use crate::config::{ClockMode, ClusterBackend, Config};
 use crate::db::Db;
 use crate::service::Portal;
@@ -85,21 +84,7 @@ pub fn leptos_options() -> LeptosOptions {
 
 /// The pools as the cluster back ends see them, with the configured queueing strategy.
 async fn pool_specs(config: &Config, db: &Db) -> anyhow::Result<Vec<PoolSpec>> {
-    let pools: Vec<PoolSpec> = db
-        .list_pools()
-        .await?
-        .into_iter()
-        .map(|p| PoolSpec {
-            strategy: if config.sim.strict_fifo_pools.contains(&p.name) {
-                QueueingStrategy::StrictFifo
-            } else {
-                QueueingStrategy::parse(&p.strategy).unwrap_or_default()
-            },
-            name: p.name,
-            gpu_model: p.gpu_model,
-            nodes: p.nodes,
-        })
-        .collect();
+    let pools = PoolSpec::from_rows(db.list_pools().await?, &config.sim.strict_fifo_pools);
     if let Some(unknown) = config
         .sim
         .strict_fifo_pools
@@ -157,17 +142,8 @@ async fn restore_sim(sim: &SimCluster, db: &Db) -> anyhow::Result<()> {
     let mut admitted = Vec::new();
     let mut queued = Vec::new();
     for row in db.active_jobs().await? {
-        let spec = WorkloadSpec {
-            job_id: row.id.clone(),
-            team: row.team.clone(),
-            pool: row.pool.clone(),
-            gpus: row.gpus,
-            priority: row.priority,
-            submitted_at: row.created_at,
-            max_runtime_s: row.max_runtime_s,
-            // The sim runs no containers.
-            run: Default::default(),
-        };
+        // The sim runs no containers.
+        let spec = crate::service::stored_workload(&row, Default::default());
         match (row.state, row.admitted_at) {
             (JobState::Admitted | JobState::Running, Some(at)) => admitted.push(RestoredWorkload {
                 spec,

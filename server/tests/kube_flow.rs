@@ -88,6 +88,17 @@ async fn until(
     }
 }
 
+/// The demo's pools, as the API server double's admission rules need them.
+fn seeded_pools() -> [PoolSpec; 2] {
+    let pool = |name: &str, gpu_model: &str, nodes| PoolSpec {
+        name: name.into(),
+        gpu_model: gpu_model.into(),
+        nodes,
+        strategy: QueueingStrategy::BestEffortFifo,
+    };
+    [pool("hgx-h100", "H100", 16), pool("hgx-h200", "H200", 4)]
+}
+
 fn llama(gpus: u32) -> Value {
     json!({"template": "llama-3.1-8b-fsdp", "gpus": gpus, "pool": "hgx-h100"})
 }
@@ -95,20 +106,7 @@ fn llama(gpus: u32) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn launch_run_preempt_cancel_finish_outage_and_restart_against_an_api_server_double() {
     let dir = tempfile::tempdir().unwrap();
-    let pools = [
-        PoolSpec {
-            name: "hgx-h100".into(),
-            gpu_model: "H100".into(),
-            nodes: 16,
-            strategy: QueueingStrategy::BestEffortFifo,
-        },
-        PoolSpec {
-            name: "hgx-h200".into(),
-            gpu_model: "H200".into(),
-            nodes: 4,
-            strategy: QueueingStrategy::BestEffortFifo,
-        },
-    ];
+    let pools = seeded_pools();
     let api = ApiServer::start(&pools).await;
     let mut config = Config::default();
     config.server.addr = "127.0.0.1:0".parse().unwrap();
@@ -290,20 +288,7 @@ async fn scenario(backend: ClusterBackend) -> Vec<(String, String)> {
     config.sim.clock = gantry::config::ClockMode::Manual;
     let mut _api = None;
     if backend == ClusterBackend::Kube {
-        let pools = [
-            PoolSpec {
-                name: "hgx-h100".into(),
-                gpu_model: "H100".into(),
-                nodes: 16,
-                strategy: QueueingStrategy::BestEffortFifo,
-            },
-            PoolSpec {
-                name: "hgx-h200".into(),
-                gpu_model: "H200".into(),
-                nodes: 4,
-                strategy: QueueingStrategy::BestEffortFifo,
-            },
-        ];
+        let pools = seeded_pools();
         let api = ApiServer::start(&pools).await;
         config.cluster.backend = ClusterBackend::Kube;
         config.kube.kubeconfig = Some(api.kubeconfig(dir.path()));

@@ -36,6 +36,24 @@ pub struct PoolSpec {
     pub strategy: QueueingStrategy,
 }
 
+impl PoolSpec {
+    /// The stored pools, with the pools named in `strict_fifo` queueing in `StrictFIFO` order.
+    pub fn from_rows(rows: Vec<crate::db::PoolRow>, strict_fifo: &[String]) -> Vec<PoolSpec> {
+        rows.into_iter()
+            .map(|p| PoolSpec {
+                strategy: if strict_fifo.contains(&p.name) {
+                    QueueingStrategy::StrictFifo
+                } else {
+                    QueueingStrategy::parse(&p.strategy).unwrap_or_default()
+                },
+                name: p.name,
+                gpu_model: p.gpu_model,
+                nodes: p.nodes,
+            })
+            .collect()
+    }
+}
+
 /// A job as the cluster sees it (a Kueue Workload).
 #[derive(Clone, Debug, PartialEq)]
 pub struct WorkloadSpec {

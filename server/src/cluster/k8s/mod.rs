@@ -50,7 +50,6 @@ use super::{
 };
 use crate::config::KubeSettings;
 use app::model::GPUS_PER_NODE;
-use objects::PoolObjects;
 use status::{Observed, Phase};
 
 /// Every (API group, resource, verb) this back end calls: what `deploy/rbac.yaml` grants,
@@ -172,15 +171,8 @@ impl KubeCluster {
         self.reachable.load(Ordering::Relaxed)
     }
 
-    fn pool_objects(&self, pool: &str) -> Option<PoolObjects> {
-        self.pools
-            .iter()
-            .find(|p| p.name == pool)
-            .map(|p| PoolObjects {
-                name: p.name.clone(),
-                gpu_model: p.gpu_model.clone(),
-                strategy: p.strategy,
-            })
+    fn pool_spec(&self, pool: &str) -> Option<&PoolSpec> {
+        self.pools.iter().find(|p| p.name == pool)
     }
 
     /// Runs one API call under the configured timeout, noting whether the server answered.
@@ -250,10 +242,20 @@ impl KubeCluster {
     /// The watched state as the sim's rules see it: quotas, holders on nodes, the queue.
     fn mirror_state(&self) -> SimState {
         let m = self.mirror();
-        let runtime = |o: &Observed| {
-            o.max_runtime_s
+        // What the watch saw of a workload, as the sim's rules take it (the runtime from the
+        // Workload, else from the submission).
+        let spec_of = |o: &Observed| WorkloadSpec {
+            job_id: o.job_id.clone(),
+            team: o.team.clone(),
+            pool: o.pool.clone(),
+            gpus: o.gpus,
+            priority: o.priority,
+            submitted_at: o.created_at,
+            max_runtime_s: o
+                .max_runtime_s
                 .or_else(|| m.submitted.get(&o.job_id).map(|s| s.0))
-                .unwrap_or(0)
+                .unwrap_or(0),
+            run: RunSpec::default(),
         };
         let mut st = SimState::new(&self.pools, GPUS_PER_NODE);
         for ((team, pool), q) in &m.quotas {
@@ -261,20 +263,10 @@ impl KubeCluster {
         }
         let mut pending: Vec<&Observed> = Vec::new();
         for o in m.observed.values() {
-            let spec = WorkloadSpec {
-                job_id: o.job_id.clone(),
-                team: o.team.clone(),
-                pool: o.pool.clone(),
-                gpus: o.gpus,
-                priority: o.priority,
-                submitted_at: o.created_at,
-                max_runtime_s: runtime(o),
-                run: RunSpec::default(),
-            };
             match &o.phase {
                 Phase::Admitted { at, nodes } | Phase::Running { at, nodes } => {
                     let _ = st.put_admitted(RestoredWorkload {
-                        spec,
+                        spec: spec_of(o),
                         admitted_at: *at,
                         nodes: nodes.clone(),
                         running: matches!(o.phase, Phase::Running { .. }),
@@ -286,16 +278,7 @@ impl KubeCluster {
         }
         pending.sort_by_key(|o| (std::cmp::Reverse(o.priority.value()), o.created_at));
         for o in pending {
-            let _ = st.enqueue(WorkloadSpec {
-                job_id: o.job_id.clone(),
-                team: o.team.clone(),
-                pool: o.pool.clone(),
-                gpus: o.gpus,
-                priority: o.priority,
-                submitted_at: o.created_at,
-                max_runtime_s: runtime(o),
-                run: RunSpec::default(),
-            });
+            let _ = st.enqueue(spec_of(o));
         }
         st
     }
@@ -605,9 +588,9 @@ impl Cluster for KubeCluster {
 
     async fn set_quota(&self, team: &str, pool: &str, quota: QuotaSpec) -> Result<()> {
         let p = self
-            .pool_objects(pool)
+            .pool_spec(pool)
             .ok_or_else(|| ClusterError::UnknownPool(pool.to_string()))?;
-        let cq = objects::cluster_queue(&self.settings, team, &p, quota);
+        let cq = objects::cluster_queue(&self.settings, team, p, quota);
         self.apply(&cq, false).await?;
         self.mirror()
             .quotas
@@ -616,7 +599,7 @@ impl Cluster for KubeCluster {
     }
 
     async fn submit(&self, w: WorkloadSpec) -> Result<()> {
-        if self.pool_objects(&w.pool).is_none() {
+        if self.pool_spec(&w.pool).is_none() {
             return Err(ClusterError::UnknownPool(w.pool.clone()));
         }
         let obj = objects::job_object(&self.settings, &w);

@@ -7,7 +7,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::cluster::{QueueingStrategy, QuotaSpec, WorkloadSpec};
+use crate::cluster::{PoolSpec, QueueingStrategy, QuotaSpec, WorkloadSpec};
 use crate::config::KubeSettings;
 use app::model::{Priority, GPUS_PER_NODE};
 
@@ -21,14 +21,6 @@ pub const JOB_ID_LABEL: &str = "gantry.dev/job-id";
 pub const MASTER_PORT: u16 = 29500;
 /// The replicated job (JobSet) / node group of every launch; pods are `<name>-node-<i>-0`.
 const REPLICATED_JOB: &str = "node";
-
-/// A pool as the Kueue objects need it.
-#[derive(Clone, Debug)]
-pub struct PoolObjects {
-    pub name: String,
-    pub gpu_model: String,
-    pub strategy: QueueingStrategy,
-}
 
 /// The namespace of a team's jobs and LocalQueues.
 pub fn namespace(s: &KubeSettings, team: &str) -> String {
@@ -61,14 +53,14 @@ pub fn object_name(job_id: &str) -> String {
 }
 
 /// The node label value that selects a pool's HGX nodes.
-pub fn node_label_value(s: &KubeSettings, pool: &PoolObjects) -> String {
+pub fn node_label_value(s: &KubeSettings, pool: &PoolSpec) -> String {
     s.pool_node_labels
         .get(&pool.name)
         .cloned()
         .unwrap_or_else(|| format!("NVIDIA-{}", pool.gpu_model))
 }
 
-pub fn resource_flavor(s: &KubeSettings, pool: &PoolObjects) -> Value {
+pub fn resource_flavor(s: &KubeSettings, pool: &PoolSpec) -> Value {
     json!({
         "apiVersion": KUEUE,
         "kind": "ResourceFlavor",
@@ -80,7 +72,7 @@ pub fn resource_flavor(s: &KubeSettings, pool: &PoolObjects) -> Value {
 /// A team's share of a pool. Quotas are in GPUs; CPU and memory, when configured, scale with
 /// them. Preemption as the sim's rules: reclaim borrowed quota from any priority, and
 /// lower-priority jobs of the same queue.
-pub fn cluster_queue(s: &KubeSettings, team: &str, pool: &PoolObjects, q: QuotaSpec) -> Value {
+pub fn cluster_queue(s: &KubeSettings, team: &str, pool: &PoolSpec, q: QuotaSpec) -> Value {
     let mut covered = vec![json!("nvidia.com/gpu")];
     let mut resources = vec![quota_resource("nvidia.com/gpu", q, |g| json!(g))];
     if s.cpu_per_gpu > 0 {
@@ -337,7 +329,7 @@ pub fn job_object(s: &KubeSettings, w: &WorkloadSpec) -> Value {
 /// Every Kueue object for the pools and quotas, in the order to apply them.
 pub fn queueing_objects(
     s: &KubeSettings,
-    pools: &[PoolObjects],
+    pools: &[PoolSpec],
     quotas: &[(String, String, QuotaSpec)],
 ) -> Vec<Value> {
     let mut out: Vec<Value> = Priority::ALL.into_iter().map(priority_class).collect();

@@ -3,8 +3,8 @@
 
 use serde_json::{Map, Value};
 
-use super::objects::{self, PoolObjects};
-use crate::cluster::{QueueingStrategy, WorkloadSpec};
+use super::objects;
+use crate::cluster::{PoolSpec, WorkloadSpec};
 use crate::config::Config;
 use crate::db::Db;
 use app::model::Priority;
@@ -61,20 +61,7 @@ impl RenderArgs {
 
 /// The YAML for `args`, from the pools, quotas and templates stored in `db`.
 pub async fn render(config: &Config, db: &Db, args: &RenderArgs) -> anyhow::Result<String> {
-    let pools: Vec<PoolObjects> = db
-        .list_pools()
-        .await?
-        .into_iter()
-        .map(|p| PoolObjects {
-            strategy: if config.sim.strict_fifo_pools.contains(&p.name) {
-                QueueingStrategy::StrictFifo
-            } else {
-                QueueingStrategy::parse(&p.strategy).unwrap_or_default()
-            },
-            name: p.name,
-            gpu_model: p.gpu_model,
-        })
-        .collect();
+    let pools = PoolSpec::from_rows(db.list_pools().await?, &config.sim.strict_fifo_pools);
     let quotas: Vec<_> = db
         .list_quotas()
         .await?

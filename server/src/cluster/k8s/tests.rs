@@ -57,10 +57,11 @@ fn settings() -> KubeSettings {
     Config::default().kube
 }
 
-fn pool(name: &str, model: &str) -> PoolObjects {
-    PoolObjects {
+fn pool(name: &str, model: &str) -> PoolSpec {
+    PoolSpec {
         name: name.into(),
         gpu_model: model.into(),
+        nodes: 16,
         strategy: crate::cluster::QueueingStrategy::BestEffortFifo,
     }
 }
