@@ -61,6 +61,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/launch/:template") view=LaunchFormPage ssr=SsrMode::Async/>
                     <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async/>
                     <Route path=path!("/jobs/:id") view=JobDetailPage ssr=SsrMode::Async/>
+                    <Route path=path!("/profile") view=crate::pages::profile::ProfilePage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/quotas") view=crate::pages::admin::AdminQuotasPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/audit") view=crate::pages::admin::AdminAuditPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/templates") view=crate::pages::admin::AdminTemplatesPage ssr=SsrMode::Async/>
@@ -105,7 +106,12 @@ fn NavBar() -> impl IntoView {
                                 })
                                 .collect::<Vec<_>>()
                                 .join(", ");
-                            let role = if v.is_admin { "admin".to_string() } else { teams };
+                            let role = match (v.is_admin, teams.is_empty()) {
+                                (true, true) => "admin".to_string(),
+                                (true, false) => format!("{teams}, admin"),
+                                (false, true) => "no team".to_string(),
+                                (false, false) => teams,
+                            };
                             view! {
                                 <div class="who">
                                     {v.is_admin.then(|| view! {
@@ -113,8 +119,8 @@ fn NavBar() -> impl IntoView {
                                         <A href="/admin/templates">"Templates"</A>
                                         <A href="/admin/audit">"Audit log"</A>
                                     })}
-                                    <span class="who-name" data-testid="viewer">{v.display_name.clone()}</span>
-                                    <span class="muted">{role}</span>
+                                    <a class="who-name" href="/profile" data-testid="viewer" title="Profile and API tokens">{v.display_name.clone()}</a>
+                                    <span class="muted" data-testid="viewer-role">{role}</span>
                                     <form method="post" action="/auth/logout">
                                         <button class="link" type="submit">"Sign out"</button>
                                     </form>
@@ -143,12 +149,30 @@ pub fn Authed(children: ChildrenFn) -> impl IntoView {
         <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {Suspend::new(async move {
                 match viewer.await {
+                    // Signed in, but no IdP group maps to a team: say so, not an error.
+                    Ok(Some(v)) if v.teams.is_empty() && !v.is_admin => {
+                        view! { <NoTeam name=v.display_name/> }.into_any()
+                    }
                     Ok(Some(_)) => children.with_value(|c| c()).into_any(),
                     Ok(None) => view! { <SignInPrompt/> }.into_any(),
                     Err(e) => view! { <crate::components::ErrorBox err=e/> }.into_any(),
                 }
             })}
         </Suspense>
+    }
+}
+
+#[component]
+fn NoTeam(name: String) -> impl IntoView {
+    view! {
+        <section class="panel narrow" data-testid="no-team">
+            <h1>"You are not in a team yet"</h1>
+            <p>{format!("You are signed in as {name}, but none of your groups at the identity provider gives you a Gantry team, so there is nothing to launch or see yet.")}</p>
+            <p>"Ask a platform admin to map one of your groups to a team (" <code>"[auth.oidc.groups]"</code> "), then sign out and in again."</p>
+            <form method="post" action="/auth/logout">
+                <button class="button" type="submit">"Sign out"</button>
+            </form>
+        </section>
     }
 }
 

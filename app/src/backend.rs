@@ -87,8 +87,23 @@ pub trait Backend: Send + Sync + 'static {
         action: Option<String>,
         target: Option<String>,
     ) -> Result<Vec<AuditRecord>, ApiError>;
-    /// The users the local demo sign-in offers; empty when it is off.
-    async fn demo_users(&self) -> Result<Vec<Viewer>, ApiError>;
+    /// What the sign-in page offers this request (demo users, single sign-on, why the last
+    /// session ended).
+    async fn sign_in_options(
+        &self,
+        parts: &http::request::Parts,
+    ) -> Result<SignInOptions, ApiError>;
+    /// The viewer's personal API tokens, newest first.
+    async fn list_tokens(&self, viewer: &Viewer) -> Result<Vec<ApiTokenInfo>, ApiError>;
+    /// Creates a token; its secret is in the answer and nowhere else.
+    async fn create_token(
+        &self,
+        viewer: &Viewer,
+        name: String,
+        expires_in_days: Option<u32>,
+    ) -> Result<NewApiToken, ApiError>;
+    /// Revokes one of the viewer's tokens; it is refused from the next request on.
+    async fn revoke_token(&self, viewer: &Viewer, id: &str) -> Result<(), ApiError>;
     /// The cluster clock.
     fn now(&self) -> DateTime<Utc>;
 }

@@ -42,8 +42,33 @@ pub async fn get_viewer() -> Result<Option<Viewer>, ApiError> {
 }
 
 #[server]
-pub async fn list_demo_users() -> Result<Vec<Viewer>, ApiError> {
-    ssr::backend()?.demo_users().await
+pub async fn get_sign_in_options() -> Result<SignInOptions, ApiError> {
+    let backend = ssr::backend()?;
+    match use_context::<http::request::Parts>() {
+        Some(parts) => backend.sign_in_options(&parts).await,
+        None => Ok(SignInOptions::default()),
+    }
+}
+
+#[server]
+pub async fn list_api_tokens() -> Result<Vec<ApiTokenInfo>, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.list_tokens(&viewer).await
+}
+
+#[server(input = Json)]
+pub async fn create_api_token(
+    name: String,
+    expires_in_days: Option<u32>,
+) -> Result<NewApiToken, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.create_token(&viewer, name, expires_in_days).await
+}
+
+#[server]
+pub async fn revoke_api_token(id: String) -> Result<(), ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.revoke_token(&viewer, &id).await
 }
 
 #[server]

@@ -577,3 +577,44 @@ mod tests {
         assert_eq!(nodes_for(64), 8);
     }
 }
+
+/// What the sign-in page offers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SignInOptions {
+    /// The demo users of the embedded default (local sign-in); empty when it is off.
+    pub demo_users: Vec<Viewer>,
+    /// The OpenID provider's name when single sign-on is configured.
+    pub sso_provider: Option<String>,
+    /// Why the last session ended on its own ("expired"), if it did.
+    pub ended: Option<String>,
+}
+
+/// A personal API token as listed (the token itself is shown once, at creation).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ApiTokenInfo {
+    pub id: String,
+    pub name: String,
+    /// The token's first characters, to recognise it.
+    pub prefix: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A token just created: the only time its secret is shown.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewApiToken {
+    pub token: String,
+    pub info: ApiTokenInfo,
+}
+
+/// The secret stays out of `Debug` (and so out of logs).
+impl std::fmt::Debug for NewApiToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewApiToken")
+            .field("token", &format_args!("{}…", self.info.prefix))
+            .field("info", &self.info)
+            .finish()
+    }
+}

@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use tokio_stream::wrappers::{BroadcastStream, IntervalStream};
 
-use crate::auth::ApiViewer;
+use crate::auth::{ApiViewer, Authenticated, Via};
 use crate::startup::AppState;
 
 /// An `ApiError` as an HTTP response.
@@ -133,6 +133,8 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/jobs/{id}/cancel", post(cancel))
         .route("/api/v1/events", get(events))
         .route("/api/v1/sim/advance", post(sim_advance))
+        .route("/api/v1/tokens", get(list_tokens).post(create_token))
+        .route("/api/v1/tokens/{id}", axum::routing::delete(revoke_token))
         .route("/api/v1/{*rest}", axum::routing::any(no_such_route))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -664,4 +666,50 @@ async fn events(
     let stream = futures::stream::select(changes, ticks)
         .map(|e| Ok(Event::default().data(serde_json::to_string(&e).unwrap_or_default())));
     Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+async fn list_tokens(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+) -> ApiResult<impl IntoResponse> {
+    use app::backend::Backend;
+    Ok(Json(state.portal.list_tokens(&v).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewToken {
+    name: String,
+    #[serde(default)]
+    expires_in_days: Option<u32>,
+}
+
+/// Tokens are made in a signed-in session only: a leaked token cannot mint more.
+async fn create_token(
+    State(state): State<AppState>,
+    Authenticated(v, via): Authenticated,
+    ApiJson(body): ApiJson<NewToken>,
+) -> ApiResult<impl IntoResponse> {
+    use app::backend::Backend;
+    if via == Via::Token {
+        return Err(ApiError::forbidden(
+            "API tokens cannot create tokens; create them from your profile page while signed in",
+        )
+        .into());
+    }
+    let created = state
+        .portal
+        .create_token(&v, body.name, body.expires_in_days)
+        .await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+async fn revoke_token(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+    Path(id): Path<String>,
+) -> ApiResult<impl IntoResponse> {
+    use app::backend::Backend;
+    state.portal.revoke_token(&v, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -1,24 +1,94 @@
-//! Sign-in for the embedded default: local sign-in by user name (loopback only, see config)
-//! and sign-out. Sessions live in the database through tower-sessions' sqlx store.
+//! Who is asking: sessions (sign-in through an OpenID provider, or the local demo sign-in of
+//! the embedded default), personal API tokens (`Authorization: Bearer`), the sessions'
+//! absolute lifetime, sign-out, and the Origin check that refuses cross-site posts.
+//! Sessions live in the database through tower-sessions' sqlx store.
 
-use app::error::ApiError;
-use axum::extract::{FromRequestParts, State};
-use axum::response::{IntoResponse, Redirect, Response};
+use app::error::{ApiError, ErrorCode};
+use axum::extract::{FromRequestParts, Query, State};
+use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Form;
+use base64::Engine;
+use chrono::{TimeDelta, Utc};
 use http::request::Parts;
+use http::{HeaderMap, Method};
+use rand::RngCore;
 use serde::Deserialize;
+use sha2::{Digest, Sha256};
 use tower_sessions::Session;
 
 use crate::api::ApiFailure;
+use crate::oidc::{Pending, SignInError};
 use crate::startup::AppState;
 
 const USER_KEY: &str = "user_id";
+const SIGNED_IN_KEY: &str = "signed_in_at_ms";
+const ID_TOKEN_KEY: &str = "id_token";
+const PENDING_KEY: &str = "oidc_pending";
+/// Set when a session ended on its own, so the sign-in page can say why.
+pub const ENDED_KEY: &str = "ended";
+/// Personal API tokens start with this, so they are easy to recognise (and to scan for).
+pub const TOKEN_PREFIX: &str = "gantry_";
 
-pub async fn session_user(session: &Session) -> Result<Option<String>, ApiError> {
+/// The signed-in user of this session, or `None`. A session older than `absolute` (from
+/// sign-in, however busy) ends here: it is emptied and remembers only that it expired.
+pub async fn session_user(
+    session: &Session,
+    absolute: TimeDelta,
+) -> Result<Option<String>, ApiError> {
+    let internal = crate::service::internal;
+    let Some(user) = session.get::<String>(USER_KEY).await.map_err(internal)? else {
+        return Ok(None);
+    };
+    let at: Option<i64> = session.get(SIGNED_IN_KEY).await.map_err(internal)?;
+    let now = Utc::now().timestamp_millis();
+    if at.is_none_or(|at| now - at > absolute.num_milliseconds()) {
+        tracing::info!(%user, "session reached its absolute lifetime");
+        session.clear().await;
+        session
+            .insert(ENDED_KEY, "expired")
+            .await
+            .map_err(internal)?;
+        return Ok(None);
+    }
+    Ok(Some(user))
+}
+
+/// Why the last session ended on its own, if it did (read by the sign-in page).
+pub async fn session_ended(session: &Session) -> Option<String> {
+    session.get::<String>(ENDED_KEY).await.ok().flatten()
+}
+
+/// Signs `user` in on this session: a new session id (a session fixed before sign-in is
+/// worth nothing), the sign-in time for the absolute lifetime.
+async fn start_session(
+    session: &Session,
+    user: &str,
+    id_token: Option<&str>,
+) -> Result<(), ApiError> {
+    let internal = crate::service::internal;
+    session.cycle_id().await.map_err(internal)?;
+    session.clear().await;
+    session.insert(USER_KEY, user).await.map_err(internal)?;
     session
-        .get::<String>(USER_KEY)
+        .insert(SIGNED_IN_KEY, Utc::now().timestamp_millis())
         .await
-        .map_err(crate::service::internal)
+        .map_err(internal)?;
+    if let Some(t) = id_token {
+        session.insert(ID_TOKEN_KEY, t).await.map_err(internal)?;
+    }
+    Ok(())
+}
+
+async fn audit_sign_in(
+    state: &AppState,
+    user: &str,
+    method: &str,
+    address: Option<String>,
+) -> Result<(), ApiError> {
+    let mut entry = crate::db::AuditEntry::new(user, "auth.sign_in", user, Utc::now());
+    entry.after = Some(serde_json::json!({ "method": method }));
+    entry.address = address;
+    state.portal.audit(entry).await
 }
 
 #[derive(Deserialize)]
@@ -36,14 +106,14 @@ fn safe_next(next: Option<&str>) -> &str {
     }
 }
 
-/// `POST /auth/dev/login` with form field `user`.
+/// `POST /auth/dev/login` with form field `user` (the embedded default only).
 pub async fn dev_login(
     State(state): State<AppState>,
     session: Session,
     crate::api::ClientAddr(address): crate::api::ClientAddr,
     Form(form): Form<DevLogin>,
 ) -> Response {
-    if !state.config.auth.dev_login {
+    if !state.config.auth.dev_login() {
         return ApiFailure(ApiError::not_found("local sign-in is turned off")).into_response();
     }
     let viewer = match state.portal.viewer_by_id(form.user.trim()).await {
@@ -51,7 +121,7 @@ pub async fn dev_login(
         Ok(None) => {
             return ApiFailure(
                 ApiError::new(
-                    app::error::ErrorCode::Unauthorized,
+                    ErrorCode::Unauthorized,
                     format!("there is no user named '{}'", form.user),
                 )
                 .with_field("user"),
@@ -60,40 +130,242 @@ pub async fn dev_login(
         }
         Err(e) => return ApiFailure(e).into_response(),
     };
-    // A new session id at sign-in, so a session fixed before it is worth nothing.
-    if let Err(e) = session.cycle_id().await {
-        return ApiFailure(crate::service::internal(e)).into_response();
-    }
-    if let Err(e) = session.insert(USER_KEY, &viewer.user).await {
-        return ApiFailure(crate::service::internal(e)).into_response();
+    if let Err(e) = start_session(&session, &viewer.user, None).await {
+        return ApiFailure(e).into_response();
     }
     tracing::info!(user = %viewer.user, admin = viewer.is_admin, "signed in (local)");
     if viewer.is_admin {
-        let mut entry = crate::db::AuditEntry::new(
-            &viewer.user,
-            "auth.sign_in",
-            &viewer.user,
-            chrono::Utc::now(),
-        );
-        entry.after = Some(serde_json::json!({"method": "local"}));
-        entry.address = address;
-        if let Err(e) = state.portal.audit(entry).await {
+        if let Err(e) = audit_sign_in(&state, &viewer.user, "local", address).await {
             return ApiFailure(e).into_response();
         }
     }
     Redirect::to(safe_next(form.next.as_deref())).into_response()
 }
 
-/// `POST /auth/logout`: ends the session.
-pub async fn logout(session: Session) -> Response {
+#[derive(Deserialize)]
+pub struct LoginQuery {
+    #[serde(default)]
+    next: Option<String>,
+}
+
+/// `GET /auth/login`: starts the Authorization Code flow at the OpenID provider.
+pub async fn oidc_login(
+    State(state): State<AppState>,
+    session: Session,
+    Query(q): Query<LoginQuery>,
+) -> Response {
+    let Some(oidc) = &state.oidc else {
+        return ApiFailure(ApiError::not_found(
+            "single sign-on is not configured on this server ([auth.oidc])",
+        ))
+        .into_response();
+    };
+    match oidc.begin(safe_next(q.next.as_deref()), Utc::now()).await {
+        Ok((url, pending)) => {
+            if let Err(e) = session.insert(PENDING_KEY, pending).await {
+                return ApiFailure(crate::service::internal(e)).into_response();
+            }
+            Redirect::to(&url).into_response()
+        }
+        Err(e) => sign_in_failed(&e),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct CallbackQuery {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+/// `GET /auth/callback`: ends the flow. Any failure is a page that says what went wrong and
+/// offers to start again; nothing is signed in.
+pub async fn oidc_callback(
+    State(state): State<AppState>,
+    session: Session,
+    crate::api::ClientAddr(address): crate::api::ClientAddr,
+    Query(q): Query<CallbackQuery>,
+) -> Response {
+    let Some(oidc) = state.oidc.clone() else {
+        return ApiFailure(ApiError::not_found("single sign-on is not configured")).into_response();
+    };
+    // One use only: a replayed or second callback finds nothing pending.
+    let pending: Option<Pending> = match session.remove(PENDING_KEY).await {
+        Ok(p) => p,
+        Err(e) => return ApiFailure(crate::service::internal(e)).into_response(),
+    };
+    let Some(pending) = pending else {
+        return sign_in_failed(&SignInError::NotStarted);
+    };
+    if let Some(error) = q.error {
+        let detail = match q.error_description {
+            Some(d) => format!("{error}: {d}"),
+            None => error,
+        };
+        return sign_in_failed(&SignInError::Refused(detail));
+    }
+    let (Some(code), Some(returned_state)) = (q.code, q.state) else {
+        return sign_in_failed(&SignInError::StateMismatch);
+    };
+    let next = pending.next.clone();
+    let who = match oidc.finish(pending, &returned_state, &code, Utc::now()).await {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(error = %e, "OpenID sign-in refused");
+            return sign_in_failed(&e);
+        }
+    };
+    let known = match state.portal.db.team_ids().await {
+        Ok(t) => t,
+        Err(e) => return ApiFailure(e.into()).into_response(),
+    };
+    let (teams, unknown): (Vec<_>, Vec<_>) = who
+        .teams
+        .iter()
+        .cloned()
+        .partition(|m| known.contains(&m.team));
+    if !unknown.is_empty() {
+        tracing::warn!(user = %who.user_name, teams = ?unknown.iter().map(|m| &m.team).collect::<Vec<_>>(), "groups map to teams Gantry does not have; ignored");
+    }
+    let record = crate::db::IdentitySignIn {
+        issuer: &who.issuer,
+        subject: &who.subject,
+        wanted_user_id: &who.user_name,
+        display_name: &who.display_name,
+        email: who.email.as_deref(),
+        is_admin: who.is_admin,
+        teams: &teams,
+        groups: &who.groups,
+        at: Utc::now(),
+    };
+    let user = match state.portal.db.sign_in_identity(&record).await {
+        Ok(u) => u,
+        Err(e) => return ApiFailure(e.into()).into_response(),
+    };
+    if let Err(e) = start_session(&session, &user, Some(&who.id_token)).await {
+        return ApiFailure(e).into_response();
+    }
+    tracing::info!(%user, teams = teams.len(), admin = who.is_admin, "signed in (OpenID)");
+    if who.is_admin {
+        if let Err(e) = audit_sign_in(&state, &user, "oidc", address).await {
+            return ApiFailure(e).into_response();
+        }
+    }
+    Redirect::to(safe_next(Some(&next))).into_response()
+}
+
+/// A sign-in failure as a page a person can act on.
+fn sign_in_failed(e: &SignInError) -> Response {
+    let body = format!(
+        r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"/><meta name="viewport" content="width=device-width, initial-scale=1"/><title>Sign-in failed · Gantry</title><link rel="stylesheet" href="/pkg/gantry.css"/></head>
+<body><header class="topbar"><a class="brand" href="/">Gantry</a></header><main>
+<section class="panel narrow" data-testid="sign-in-failed"><h1>Sign-in failed</h1><p>{}</p>
+<p><a class="button primary" href="/auth/login">Sign in again</a> <a href="/">Home</a></p></section></main></body></html>"#,
+        html_escape(&e.to_string())
+    );
+    (e.status(), Html(body)).into_response()
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// `POST /auth/logout`: ends the session here, then at the provider when it offers
+/// RP-initiated logout (so the next sign-in asks for the password again).
+pub async fn logout(State(state): State<AppState>, session: Session) -> Response {
+    let id_token: Option<String> = session.get(ID_TOKEN_KEY).await.ok().flatten();
     if let Err(e) = session.flush().await {
         return ApiFailure(crate::service::internal(e)).into_response();
+    }
+    if let Some(oidc) = &state.oidc {
+        if let Some(url) = oidc.logout_url(id_token.as_deref()).await {
+            return Redirect::to(&url).into_response();
+        }
     }
     Redirect::to("/login").into_response()
 }
 
-/// The signed-in user of an API request, or 401.
+// ---- personal API tokens ----------------------------------------------------------------
+
+/// A new token and its hash. 32 random bytes from the OS: 256 bits, so a fast hash is the
+/// right store (there is nothing to brute-force, unlike a password).
+pub fn new_token() -> (String, String) {
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    let token = format!(
+        "{TOKEN_PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    );
+    let hash = token_hash(&token);
+    (token, hash)
+}
+
+pub fn token_hash(token: &str) -> String {
+    Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn bearer(headers: &HeaderMap) -> Option<Result<&str, ApiError>> {
+    let v = headers.get(http::header::AUTHORIZATION)?;
+    let bad = || {
+        ApiError::new(
+            ErrorCode::Unauthorized,
+            "the Authorization header must be `Bearer <personal API token>`",
+        )
+    };
+    Some(
+        v.to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(bad),
+    )
+}
+
+/// How a request proved who it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    Session,
+    Token,
+}
+
+/// The signed-in user of an API request, or 401. A request with an `Authorization` header
+/// is judged by its token alone, never by a cookie that came along.
 pub struct ApiViewer(pub app::model::Viewer);
+
+/// Like [`ApiViewer`], and says whether a session or a token proved it.
+pub struct Authenticated(pub app::model::Viewer, pub Via);
+
+impl FromRequestParts<AppState> for Authenticated {
+    type Rejection = ApiFailure;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        if let Some(token) = bearer(&parts.headers) {
+            let v = state.portal.viewer_by_token(token?).await?;
+            return Ok(Authenticated(v, Via::Token));
+        }
+        let session = Session::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiFailure(ApiError::unauthorized()))?;
+        let user = session_user(&session, state.portal.session_absolute())
+            .await?
+            .ok_or_else(|| ApiFailure(ApiError::unauthorized()))?;
+        match state.portal.viewer_by_id(&user).await? {
+            Some(v) => Ok(Authenticated(v, Via::Session)),
+            None => Err(ApiFailure(ApiError::unauthorized())),
+        }
+    }
+}
 
 impl FromRequestParts<AppState> for ApiViewer {
     type Rejection = ApiFailure;
@@ -102,22 +374,78 @@ impl FromRequestParts<AppState> for ApiViewer {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let session = Session::from_request_parts(parts, state)
-            .await
-            .map_err(|_| ApiFailure(ApiError::unauthorized()))?;
-        let user = session_user(&session)
-            .await?
-            .ok_or_else(|| ApiFailure(ApiError::unauthorized()))?;
-        match state.portal.viewer_by_id(&user).await? {
-            Some(v) => Ok(ApiViewer(v)),
-            None => Err(ApiFailure(ApiError::unauthorized())),
+        let Authenticated(v, _) = Authenticated::from_request_parts(parts, state).await?;
+        Ok(ApiViewer(v))
+    }
+}
+
+// ---- cross-site request forgery -----------------------------------------------------------
+
+/// Refuses a state-changing request a browser sent from another origin. Cookies are
+/// `SameSite=Lax`, which stops other sites but not another port or subdomain of the same
+/// site; so every POST/PUT/PATCH/DELETE that a browser sends must also carry an `Origin`
+/// (or `Sec-Fetch-Site`) naming this server. Requests with an `Authorization` header carry
+/// no ambient credential and pass; so do clients that send neither header (not browsers).
+pub async fn csrf_guard(
+    State(state): State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if matches!(
+        *req.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    ) || req.headers().contains_key(http::header::AUTHORIZATION)
+    {
+        return next.run(req).await;
+    }
+    let public = state
+        .config
+        .auth
+        .oidc
+        .as_ref()
+        .and_then(|o| origin_of(&o.redirect_url));
+    match same_origin(req.headers(), public.as_deref()) {
+        Ok(()) => next.run(req).await,
+        Err(why) => {
+            tracing::warn!(method = %req.method(), path = %req.uri().path(), %why, "cross-site request refused");
+            ApiFailure(ApiError::forbidden(format!(
+                "cross-site request refused: {why}"
+            )))
+            .into_response()
         }
+    }
+}
+
+fn origin_of(url: &str) -> Option<String> {
+    let u = openidconnect::url::Url::parse(url).ok()?;
+    Some(u.origin().ascii_serialization())
+}
+
+/// `Ok` when the browser says the request comes from this server's own pages.
+pub fn same_origin(headers: &HeaderMap, public_origin: Option<&str>) -> Result<(), String> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(origin) = header("origin") {
+        let authority = origin
+            .strip_prefix("https://")
+            .or_else(|| origin.strip_prefix("http://"));
+        let hosts = [header("x-forwarded-host"), header("host")];
+        let ok = public_origin == Some(origin)
+            || authority.is_some_and(|a| hosts.iter().flatten().any(|h| h == &a));
+        return if ok {
+            Ok(())
+        } else {
+            Err(format!("Origin {origin} is not this server"))
+        };
+    }
+    match header("sec-fetch-site") {
+        None | Some("same-origin") | Some("none") => Ok(()),
+        Some(other) => Err(format!("Sec-Fetch-Site is {other}")),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::safe_next;
+    use super::*;
 
     #[test]
     fn only_local_paths_are_followed_after_sign_in() {
@@ -125,5 +453,48 @@ mod tests {
         assert_eq!(safe_next(Some("//evil.example")), "/");
         assert_eq!(safe_next(Some("https://evil.example")), "/");
         assert_eq!(safe_next(None), "/");
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn origin_check_table() {
+        let public = Some("https://gantry.example.com");
+        let cases: &[(&[(&str, &str)], bool)] = &[
+            (&[("host", "127.0.0.1:3000"), ("origin", "http://127.0.0.1:3000")], true),
+            (&[("host", "127.0.0.1:3000"), ("origin", "http://127.0.0.1:4000")], false),
+            (&[("host", "127.0.0.1:3000"), ("origin", "https://evil.example")], false),
+            (&[("host", "127.0.0.1:3000"), ("origin", "null")], false),
+            (&[("host", "gantry:80"), ("origin", "https://gantry.example.com")], true),
+            (&[("host", "svc"), ("x-forwarded-host", "gantry.example.com"), ("origin", "https://gantry.example.com")], true),
+            (&[("host", "127.0.0.1:3000"), ("sec-fetch-site", "same-site")], false),
+            (&[("host", "127.0.0.1:3000"), ("sec-fetch-site", "cross-site")], false),
+            (&[("host", "127.0.0.1:3000"), ("sec-fetch-site", "same-origin")], true),
+            (&[("host", "127.0.0.1:3000")], true),
+        ];
+        for (h, ok) in cases {
+            assert_eq!(same_origin(&headers(h), public).is_ok(), *ok, "{h:?}");
+        }
+    }
+
+    #[test]
+    fn tokens_are_random_prefixed_and_hashed() {
+        let (a, ha) = new_token();
+        let (b, hb) = new_token();
+        assert_ne!(a, b);
+        assert!(a.starts_with(TOKEN_PREFIX) && a.len() == TOKEN_PREFIX.len() + 43, "{a}");
+        assert_eq!(ha, token_hash(&a));
+        assert_ne!(ha, hb);
+        assert_eq!(ha.len(), 64);
+        assert!(!ha.contains(&a[TOKEN_PREFIX.len()..]));
     }
 }

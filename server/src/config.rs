@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
+use openidconnect::url;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
@@ -147,12 +148,140 @@ pub struct SimConfig {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
-    /// Local sign-in by user name, for the embedded default only: loopback addresses only.
-    pub dev_login: bool,
+    /// Local sign-in by user name, for the embedded default only: loopback addresses only,
+    /// never together with `[auth.oidc]`. Unset: on without OIDC, off with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev_login: Option<bool>,
     /// Sessions end after this long without a request.
-    pub session_idle_minutes: i64,
-    /// Mark cookies `Secure` (set when served over https).
+    pub session_idle_minutes: f64,
+    /// Sessions end this long after sign-in, however busy.
+    pub session_absolute_minutes: f64,
+    /// Mark cookies `Secure`; also on whenever `auth.oidc.redirect_url` is https.
     pub secure_cookies: bool,
+    /// Single sign-on through an OpenID provider (`[auth.oidc]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oidc: Option<OidcConfig>,
+}
+
+impl AuthConfig {
+    /// Whether the local demo sign-in is served.
+    pub fn dev_login(&self) -> bool {
+        self.dev_login.unwrap_or(self.oidc.is_none())
+    }
+
+    /// Whether cookies carry `Secure`.
+    pub fn secure(&self) -> bool {
+        self.secure_cookies
+            || self
+                .oidc
+                .as_ref()
+                .is_some_and(|o| o.redirect_url.starts_with("https://"))
+    }
+}
+
+/// `[auth.oidc]`: an OpenID provider found by discovery from its issuer URL.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OidcConfig {
+    /// The issuer, e.g. `https://idp.example.com/realms/ml`; http only on loopback.
+    pub issuer: String,
+    pub client_id: String,
+    /// A secret: never logged, redacted in `Debug`. Unset for a public client (PKCE only).
+    #[serde(
+        default,
+        serialize_with = "expose_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub client_secret: Option<SecretString>,
+    /// Where the provider sends the browser back: Gantry's `/auth/callback`.
+    pub redirect_url: String,
+    #[serde(default = "default_scopes")]
+    pub scopes: Vec<String>,
+    /// The ID-token claim that lists the user's groups.
+    #[serde(default = "default_groups_claim")]
+    pub groups_claim: String,
+    /// IdP group → `"team:member"`, `"team:lead"` or `"admin"`.
+    #[serde(default)]
+    pub groups: std::collections::BTreeMap<String, String>,
+    /// Where the provider sends the browser after sign-out (RP-initiated logout); defaults
+    /// to Gantry's `/login` next to `redirect_url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_logout_redirect_url: Option<String>,
+    /// The provider's name on the sign-in button, e.g. "Keycloak".
+    #[serde(default = "default_provider_name")]
+    pub provider_name: String,
+}
+
+fn default_scopes() -> Vec<String> {
+    ["openid", "profile", "email", "groups"]
+        .map(String::from)
+        .to_vec()
+}
+
+fn default_groups_claim() -> String {
+    "groups".into()
+}
+
+fn default_provider_name() -> String {
+    "your identity provider".into()
+}
+
+fn expose_opt<S: serde::Serializer>(s: &Option<SecretString>, ser: S) -> Result<S::Ok, S::Error> {
+    match s {
+        Some(s) => ser.serialize_str(s.expose_secret()),
+        None => ser.serialize_none(),
+    }
+}
+
+/// What an IdP group grants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupGrant {
+    Admin,
+    Team { team: String, lead: bool },
+}
+
+impl GroupGrant {
+    pub fn parse(v: &str) -> Option<GroupGrant> {
+        if v == "admin" {
+            return Some(GroupGrant::Admin);
+        }
+        let (team, role) = v.split_once(':')?;
+        let team_ok = !team.is_empty()
+            && team
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        match role {
+            "member" if team_ok => Some(GroupGrant::Team {
+                team: team.into(),
+                lead: false,
+            }),
+            "lead" if team_ok => Some(GroupGrant::Team {
+                team: team.into(),
+                lead: true,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// `http` only for a loopback host; anything else must be `https`.
+fn check_url(key: &'static str, value: &str) -> Result<(), ConfigError> {
+    let bad = |message: String| ConfigError::Invalid { key, message };
+    let url = url::Url::parse(value).map_err(|e| bad(format!("'{value}' is not a URL: {e}")))?;
+    let loopback = match url.host() {
+        Some(url::Host::Domain(d)) => d == "localhost",
+        Some(url::Host::Ipv4(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        None => false,
+    };
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if loopback => Ok(()),
+        "http" => Err(bad(format!(
+            "'{value}' must use https (http is accepted for loopback addresses only)"
+        ))),
+        other => Err(bad(format!("'{value}': scheme {other} is not http(s)"))),
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -201,9 +330,11 @@ impl Default for Config {
                 kubeconfig: None,
             },
             auth: AuthConfig {
-                dev_login: true,
-                session_idle_minutes: 12 * 60,
+                dev_login: None,
+                session_idle_minutes: 12.0 * 60.0,
+                session_absolute_minutes: 24.0 * 60.0,
                 secure_cookies: false,
+                oidc: None,
             },
             demo: DemoConfig {
                 seed: true,
@@ -269,7 +400,17 @@ impl Config {
                 message: "must be at least 1".into(),
             });
         }
-        if self.auth.dev_login && !self.server.addr.ip().is_loopback() {
+        if self.auth.dev_login == Some(true) && self.auth.oidc.is_some() {
+            return Err(ConfigError::Invalid {
+                key: "auth.dev_login",
+                message: "local sign-in cannot be turned on together with [auth.oidc]; remove one"
+                    .into(),
+            });
+        }
+        if let Some(oidc) = &self.auth.oidc {
+            oidc.validate()?;
+        }
+        if self.auth.dev_login() && !self.server.addr.ip().is_loopback() {
             return Err(ConfigError::Invalid {
                 key: "auth.dev_login",
                 message: format!(
@@ -299,17 +440,68 @@ impl Config {
                         .into(),
             });
         }
-        if self.auth.session_idle_minutes <= 0 {
-            return Err(ConfigError::Invalid {
-                key: "auth.session_idle_minutes",
-                message: "must be at least 1".into(),
-            });
+        for (key, v) in [
+            ("auth.session_idle_minutes", self.auth.session_idle_minutes),
+            (
+                "auth.session_absolute_minutes",
+                self.auth.session_absolute_minutes,
+            ),
+        ] {
+            if !(v.is_finite() && v > 0.0 && v <= 60.0 * 24.0 * 366.0) {
+                return Err(ConfigError::Invalid {
+                    key,
+                    message: format!("must be above 0 and at most a year of minutes, got {v}"),
+                });
+            }
         }
         Ok(())
     }
 
     pub fn is_sqlite(&self) -> bool {
         self.database.url.expose_secret().starts_with("sqlite:")
+    }
+}
+
+impl OidcConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        check_url("auth.oidc.issuer", &self.issuer)?;
+        check_url("auth.oidc.redirect_url", &self.redirect_url)?;
+        if let Some(u) = &self.post_logout_redirect_url {
+            check_url("auth.oidc.post_logout_redirect_url", u)?;
+        }
+        if self.client_id.trim().is_empty() {
+            return Err(ConfigError::Invalid {
+                key: "auth.oidc.client_id",
+                message: "must not be empty".into(),
+            });
+        }
+        if !self.scopes.iter().any(|s| s == "openid") {
+            return Err(ConfigError::Invalid {
+                key: "auth.oidc.scopes",
+                message: format!("must include \"openid\", got {:?}", self.scopes),
+            });
+        }
+        for (group, grant) in &self.groups {
+            if GroupGrant::parse(grant).is_none() {
+                return Err(ConfigError::Invalid {
+                    key: "auth.oidc.groups",
+                    message: format!(
+                        "group \"{group}\" maps to \"{grant}\"; accepted: \"admin\", \"<team>:member\" or \"<team>:lead\""
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the provider sends the browser after RP-initiated logout.
+    pub fn post_logout_url(&self) -> String {
+        self.post_logout_redirect_url.clone().unwrap_or_else(|| {
+            match url::Url::parse(&self.redirect_url).and_then(|u| u.join("/login")) {
+                Ok(u) => u.to_string(),
+                Err(_) => "/login".into(),
+            }
+        })
     }
 }
 
@@ -376,6 +568,81 @@ mod tests {
             .to_string();
         assert!(e.contains("auth.dev_login"), "{e}");
         assert!(with(&[("server.addr", "0.0.0.0:3000"), ("auth.dev_login", "false")]).is_ok());
+    }
+
+    fn oidc(extra: &[(&'static str, &'static str)]) -> Result<Config, ConfigError> {
+        let mut pairs = vec![
+            ("auth.oidc.issuer", "http://127.0.0.1:4000"),
+            ("auth.oidc.client_id", "gantry"),
+            ("auth.oidc.client_secret", "s3cr3t-value"),
+            (
+                "auth.oidc.redirect_url",
+                "http://127.0.0.1:3000/auth/callback",
+            ),
+        ];
+        pairs.extend_from_slice(extra);
+        with(&pairs)
+    }
+
+    #[test]
+    fn oidc_settings_are_checked_and_turn_local_sign_in_off() {
+        let c = oidc(&[]).unwrap();
+        assert!(!c.auth.dev_login(), "OIDC turns the demo sign-in off");
+        assert!(with(&[]).unwrap().auth.dev_login());
+        let e = oidc(&[("auth.dev_login", "true")]).unwrap_err().to_string();
+        assert!(e.contains("auth.dev_login") && e.contains("together"), "{e}");
+        let e = oidc(&[("auth.oidc.issuer", "http://idp.example.com")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("auth.oidc.issuer") && e.contains("https"), "{e}");
+        assert!(oidc(&[("auth.oidc.issuer", "https://idp.example.com/realms/ml")]).is_ok());
+        let e = oidc(&[("auth.oidc.groups.ml-nlp", "nlp:owner")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("auth.oidc.groups") && e.contains("nlp:owner"), "{e}");
+        let c = oidc(&[
+            ("auth.oidc.groups.ml-nlp", "nlp:member"),
+            ("auth.oidc.groups.ml-admins", "admin"),
+        ])
+        .unwrap();
+        assert_eq!(c.auth.oidc.unwrap().groups.len(), 2);
+        let e = with(&[("auth.oidc.issuer", "https://idp.example.com")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("client_id"), "a missing key is named: {e}");
+        // https redirect → Secure cookies without being asked.
+        let c = oidc(&[
+            ("auth.oidc.redirect_url", "https://gantry.example.com/auth/callback"),
+            ("server.addr", "0.0.0.0:3000"),
+        ])
+        .unwrap();
+        assert!(c.auth.secure());
+        assert_eq!(
+            c.auth.oidc.unwrap().post_logout_url(),
+            "https://gantry.example.com/login"
+        );
+    }
+
+    #[test]
+    fn group_grants_parse() {
+        assert_eq!(GroupGrant::parse("admin"), Some(GroupGrant::Admin));
+        assert_eq!(
+            GroupGrant::parse("nlp:lead"),
+            Some(GroupGrant::Team {
+                team: "nlp".into(),
+                lead: true
+            })
+        );
+        for bad in ["", "nlp", "nlp:", ":member", "NLP:member", "nlp:admin"] {
+            assert_eq!(GroupGrant::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_client_secret_stays_out_of_debug() {
+        let c = oidc(&[]).unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("s3cr3t-value"), "{shown}");
     }
 
     #[test]

@@ -48,6 +48,10 @@ pub struct Portal {
     applied: watch::Receiver<u64>,
     live: broadcast::Sender<LiveChange>,
     dev_login: bool,
+    /// The OpenID provider's name, when single sign-on is configured.
+    sso_provider: Option<String>,
+    /// Sessions end this long after sign-in.
+    session_absolute: chrono::TimeDelta,
     /// The Kubernetes object settings, when that is the back end.
     kube: Option<crate::config::KubeSettings>,
     /// Quota edits one at a time (with the version check, two admins never overwrite).
@@ -80,6 +84,21 @@ pub fn internal(e: impl std::fmt::Display) -> ApiError {
     let id = current_request_id();
     tracing::error!(request_id = %id, error = %e, "internal error");
     ApiError::internal(&id)
+}
+
+/// Live (unrevoked) personal API tokens a user may hold.
+pub const MAX_LIVE_TOKENS: usize = 20;
+
+fn token_info(t: crate::db::TokenRow) -> ApiTokenInfo {
+    ApiTokenInfo {
+        id: t.id,
+        name: t.name,
+        prefix: t.prefix,
+        created_at: t.created_at,
+        expires_at: t.expires_at,
+        last_used_at: t.last_used_at,
+        revoked_at: t.revoked_at,
+    }
 }
 
 /// A launch that passed every check, ready to store.
@@ -180,9 +199,44 @@ impl Portal {
             applied,
             live,
             dev_login,
+            sso_provider: None,
+            session_absolute: chrono::TimeDelta::hours(24),
             kube: None,
             quota_edits: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Sign-in settings: the provider's name for the sign-in page, the sessions' lifetime.
+    pub fn with_auth(mut self, auth: &crate::config::AuthConfig) -> Self {
+        self.sso_provider = auth.oidc.as_ref().map(|o| o.provider_name.clone());
+        self.session_absolute =
+            chrono::TimeDelta::milliseconds((auth.session_absolute_minutes * 60_000.0) as i64);
+        self
+    }
+
+    pub fn session_absolute(&self) -> chrono::TimeDelta {
+        self.session_absolute
+    }
+
+    /// The user a personal API token stands for; 401 for an unknown, revoked or expired one.
+    pub async fn viewer_by_token(&self, token: &str) -> Result<Viewer, ApiError> {
+        let refused = || {
+            ApiError::new(
+                app::error::ErrorCode::Unauthorized,
+                "this API token is not valid: it is unknown, revoked or expired",
+            )
+        };
+        let row = self
+            .db
+            .token_by_hash(&crate::auth::token_hash(token))
+            .await?
+            .ok_or_else(refused)?;
+        let now = Utc::now();
+        if row.revoked_at.is_some() || row.expires_at.is_some_and(|e| e <= now) {
+            return Err(refused());
+        }
+        self.db.touch_token(&row.id, now).await?;
+        self.db.get_viewer(&row.user).await?.ok_or_else(refused)
     }
 
     /// On the Kubernetes back end: launches can show the object they submit.
@@ -1219,7 +1273,7 @@ impl Backend for Portal {
         let Some(session) = parts.extensions.get::<tower_sessions::Session>() else {
             return Ok(None);
         };
-        match crate::auth::session_user(session).await? {
+        match crate::auth::session_user(session, self.session_absolute).await? {
             Some(user) => self.viewer_by_id(&user).await,
             None => Ok(None),
         }
@@ -1389,17 +1443,107 @@ impl Backend for Portal {
         self.cancel(viewer, id).await
     }
 
-    async fn demo_users(&self) -> Result<Vec<Viewer>, ApiError> {
-        if !self.dev_login {
-            return Ok(Vec::new());
-        }
-        let mut out = Vec::new();
-        for id in self.db.list_user_ids().await? {
-            if let Some(v) = self.db.get_viewer(&id).await? {
-                out.push(v);
+    async fn sign_in_options(
+        &self,
+        parts: &http::request::Parts,
+    ) -> Result<SignInOptions, ApiError> {
+        let mut demo_users = Vec::new();
+        if self.dev_login {
+            for id in self.db.list_user_ids().await? {
+                if let Some(v) = self.db.get_viewer(&id).await? {
+                    demo_users.push(v);
+                }
             }
         }
-        Ok(out)
+        let ended = match parts.extensions.get::<tower_sessions::Session>() {
+            Some(s) => crate::auth::session_ended(s).await,
+            None => None,
+        };
+        Ok(SignInOptions {
+            demo_users,
+            sso_provider: self.sso_provider.clone(),
+            ended,
+        })
+    }
+
+    async fn list_tokens(&self, viewer: &Viewer) -> Result<Vec<ApiTokenInfo>, ApiError> {
+        Ok(self
+            .db
+            .list_tokens(&viewer.user)
+            .await?
+            .into_iter()
+            .map(token_info)
+            .collect())
+    }
+
+    async fn create_token(
+        &self,
+        viewer: &Viewer,
+        name: String,
+        expires_in_days: Option<u32>,
+    ) -> Result<NewApiToken, ApiError> {
+        let name = name.trim().to_string();
+        if name.is_empty() || name.chars().count() > 64 {
+            return Err(ApiError::invalid(
+                "name",
+                "give the token a name of 1 to 64 characters, e.g. \"ci-pipeline\"",
+            ));
+        }
+        if let Some(d) = expires_in_days {
+            if !(1..=365).contains(&d) {
+                return Err(ApiError::invalid(
+                    "expires_in_days",
+                    format!("must be 1 to 365 days, or empty for no expiry; got {d}"),
+                ));
+            }
+        }
+        let live = self
+            .db
+            .list_tokens(&viewer.user)
+            .await?
+            .iter()
+            .filter(|t| t.revoked_at.is_none())
+            .count();
+        if live >= MAX_LIVE_TOKENS {
+            return Err(ApiError::conflict(format!(
+                "you already have {live} live tokens, the most allowed; revoke one first"
+            )));
+        }
+        let now = Utc::now();
+        let (token, hash) = crate::auth::new_token();
+        let row = crate::db::TokenRow {
+            id: uuid::Uuid::now_v7().to_string(),
+            user: viewer.user.clone(),
+            name,
+            prefix: token.chars().take(crate::auth::TOKEN_PREFIX.len() + 4).collect(),
+            created_at: now,
+            expires_at: expires_in_days.map(|d| now + chrono::TimeDelta::days(d.into())),
+            last_used_at: None,
+            revoked_at: None,
+        };
+        self.db.insert_token(&row, &hash).await?;
+        let mut entry =
+            crate::db::AuditEntry::new(&viewer.user, "token.create", &viewer.user, now);
+        entry.after = Some(serde_json::json!({"id": row.id, "name": row.name, "expires_at": row.expires_at}));
+        self.audit(entry).await?;
+        Ok(NewApiToken {
+            token,
+            info: token_info(row),
+        })
+    }
+
+    async fn revoke_token(&self, viewer: &Viewer, id: &str) -> Result<(), ApiError> {
+        let now = Utc::now();
+        if !self.db.revoke_token(&viewer.user, id, now).await? {
+            return Err(ApiError::not_found(format!(
+                "you have no live API token with id '{id}'"
+            )));
+        }
+        let mut entry =
+            crate::db::AuditEntry::new(&viewer.user, "token.revoke", &viewer.user, now);
+        entry.before = Some(serde_json::json!({"id": id}));
+        self.audit(entry).await?;
+        Ok(())
     }
 
     fn now(&self) -> DateTime<Utc> {

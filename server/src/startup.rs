@@ -7,7 +7,7 @@ use std::time::Duration;
 use app::backend::SharedBackend;
 use app::model::JobState;
 use axum::extract::{DefaultBodyLimit, FromRef};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::Router;
 use leptos::config::LeptosOptions;
 use leptos::prelude::provide_context;
@@ -36,6 +36,8 @@ pub struct AppState {
     /// The sim cluster when it is the back end (for `/api/v1/sim/advance`).
     pub sim: Option<Arc<SimCluster>>,
     pub config: Arc<Config>,
+    /// Single sign-on, when `[auth.oidc]` is configured.
+    pub oidc: Option<Arc<crate::oidc::Oidc>>,
     pub leptos_options: LeptosOptions,
 }
 
@@ -212,8 +214,9 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         cluster.clone(),
         applied_rx,
         live_tx,
-        config.auth.dev_login,
+        config.auth.dev_login(),
     );
+    portal = portal.with_auth(&config.auth);
     if kube.is_some() {
         portal = portal.with_kube(config.kube.clone());
     }
@@ -249,15 +252,32 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         .with_name("gantry_session")
         .with_http_only(true)
         .with_same_site(SameSite::Lax)
-        .with_secure(config.auth.secure_cookies)
-        .with_expiry(Expiry::OnInactivity(time::Duration::minutes(
-            config.auth.session_idle_minutes,
+        .with_secure(config.auth.secure())
+        .with_expiry(Expiry::OnInactivity(time::Duration::seconds_f64(
+            config.auth.session_idle_minutes * 60.0,
         )));
+    let oidc = match &config.auth.oidc {
+        Some(o) => {
+            let known = db.team_ids().await?;
+            for (group, grant) in &o.groups {
+                if let Some(crate::config::GroupGrant::Team { team, .. }) =
+                    crate::config::GroupGrant::parse(grant)
+                {
+                    if !known.contains(&team) {
+                        tracing::warn!(%group, %team, "auth.oidc.groups maps a group to a team Gantry does not have");
+                    }
+                }
+            }
+            Some(Arc::new(crate::oidc::Oidc::new(o.clone())?))
+        }
+        None => None,
+    };
 
     let state = AppState {
         portal: portal.clone(),
         sim: sim.clone(),
         config: config.clone(),
+        oidc,
         leptos_options: leptos_options.clone(),
     };
     let app = router(state, sessions);
@@ -296,8 +316,13 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
     let mut app = Router::new()
         .merge(crate::api::routes())
         .route("/auth/logout", post(crate::auth::logout));
-    if state.config.auth.dev_login {
+    if state.config.auth.dev_login() {
         app = app.route("/auth/dev/login", post(crate::auth::dev_login));
+    }
+    if state.oidc.is_some() {
+        app = app
+            .route("/auth/login", get(crate::auth::oidc_login))
+            .route("/auth/callback", get(crate::auth::oidc_callback));
     }
     app.leptos_routes_with_context(
         &state,
@@ -310,6 +335,10 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
     )
     .fallback(leptos_axum::file_and_error_handler::<AppState, _>(app::app::shell))
     .layer(axum::middleware::from_fn(server_fn_status))
+    .layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        crate::auth::csrf_guard,
+    ))
     .layer(DefaultBodyLimit::max(max_body))
     .layer(sessions)
     .layer(

@@ -1,20 +1,44 @@
-//! The local demo sign-in of the embedded default: pick a user, no password.
+//! Sign-in: through the company's OpenID provider when configured, else the local demo
+//! sign-in of the embedded default (pick a user, no password).
 
 use leptos::prelude::*;
 
-use crate::functions::list_demo_users;
+use crate::functions::get_sign_in_options;
 use crate::model::Role;
 
 #[component]
 pub fn LoginPage() -> impl IntoView {
-    let users = Resource::new(|| (), |_| list_demo_users());
+    let options = Resource::new(|| (), |_| get_sign_in_options());
     view! {
         <section class="panel narrow">
             <h1>"Sign in"</h1>
             <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
                 {move || Suspend::new(async move {
-                    match users.await {
-                        Ok(list) if !list.is_empty() => {
+                    let options = options.await;
+                    let ended = options
+                        .as_ref()
+                        .ok()
+                        .and_then(|o| o.ended.clone())
+                        .map(|_| {
+                            view! {
+                                <p class="notice" data-testid="session-ended">
+                                    "Your session expired. Sign in again to continue."
+                                </p>
+                            }
+                        });
+                    let body = match options {
+                        Ok(o) if o.sso_provider.is_some() => {
+                            let provider = o.sso_provider.unwrap_or_default();
+                            view! {
+                                <p>"Gantry signs you in through " {provider.clone()} ". Your teams and role come from your groups there."</p>
+                                <a class="button primary" href="/auth/login" data-testid="sso-login" rel="external">
+                                    "Sign in with " {provider}
+                                </a>
+                            }
+                                .into_any()
+                        }
+                        Ok(o) if !o.demo_users.is_empty() => {
+                            let list = o.demo_users;
                             view! {
                                 <p>
                                     "This is the embedded demo: choose who you are. "
@@ -61,7 +85,8 @@ pub fn LoginPage() -> impl IntoView {
                             view! { <p>"Local sign-in is turned off on this server."</p> }.into_any()
                         }
                         Err(e) => view! { <crate::components::ErrorBox err=e/> }.into_any(),
-                    }
+                    };
+                    view! { {ended} {body} }
                 })}
             </Suspense>
         </section>

@@ -6,3 +6,4 @@ pub mod jobs;
 pub mod launch;
 pub mod launch_form;
 pub mod login;
+pub mod profile;

@@ -960,7 +960,7 @@ fn the_deployments_configuration_loads_and_its_probes_exist() {
         .merge(<figment::providers::Toml as figment::providers::Format>::string(toml));
     let config = Config::from_figment(fig).expect("deploy/configmap.yaml is a valid configuration");
     assert_eq!(config.cluster.backend, crate::config::ClusterBackend::Kube);
-    assert!(!config.auth.dev_login);
+    assert!(!config.auth.dev_login());
     let d = &deploy_docs("deployment.yaml")[0];
     let c = &d["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");

@@ -1,0 +1,513 @@
+//! Single sign-on through an OpenID provider: Authorization Code flow with PKCE (S256),
+//! `state` and `nonce` checked, and the ID token's signature, issuer, audience and expiry
+//! verified by the `openidconnect` crate. The provider is found by discovery from its issuer
+//! URL; its metadata and keys are fetched again after [`REDISCOVER_AFTER`] or when a token
+//! fails to verify against them (a rotated signing key).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use app::model::{Membership, Role};
+use openidconnect::core::{
+    CoreAuthDisplay, CoreAuthPrompt, CoreAuthenticationFlow, CoreErrorResponseType,
+    CoreGenderClaim, CoreJsonWebKey, CoreJweContentEncryptionAlgorithm,
+    CoreJwsSigningAlgorithm, CoreRevocableToken, CoreRevocationErrorResponse,
+    CoreTokenIntrospectionResponse, CoreTokenType,
+};
+use openidconnect::{
+    AccessTokenHash, AdditionalClaims, AuthorizationCode, Client, ClientId, ClientSecret,
+    CsrfToken, EndSessionUrl, EndpointMaybeSet, EndpointNotSet, EndpointSet,
+    EmptyExtraTokenFields, IdToken, IdTokenFields, IssuerUrl, LogoutRequest, Nonce,
+    OAuth2TokenResponse, PkceCodeChallenge, PkceCodeVerifier, PostLogoutRedirectUrl,
+    ProviderMetadataWithLogout, RedirectUrl, RequestTokenError, Scope, StandardErrorResponse,
+    StandardTokenResponse, TokenResponse,
+};
+use secrecy::ExposeSecret;
+use serde::{Deserialize, Serialize};
+
+use crate::config::{GroupGrant, OidcConfig};
+
+/// Provider metadata and keys are fetched again after this long.
+pub const REDISCOVER_AFTER: Duration = Duration::from_secs(600);
+/// A sign-in started but not finished within this long is refused.
+pub const PENDING_FOR: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
+
+/// Every claim of the ID token beyond the standard ones (the groups claim is among them;
+/// its name is configuration).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(transparent)]
+pub struct ExtraClaims(pub serde_json::Map<String, serde_json::Value>);
+
+impl AdditionalClaims for ExtraClaims {}
+
+type GantryIdTokenFields = IdTokenFields<
+    ExtraClaims,
+    EmptyExtraTokenFields,
+    CoreGenderClaim,
+    CoreJweContentEncryptionAlgorithm,
+    CoreJwsSigningAlgorithm,
+>;
+type GantryTokenResponse = StandardTokenResponse<GantryIdTokenFields, CoreTokenType>;
+pub type GantryIdToken = IdToken<
+    ExtraClaims,
+    CoreGenderClaim,
+    CoreJweContentEncryptionAlgorithm,
+    CoreJwsSigningAlgorithm,
+>;
+
+/// The client as discovery builds it: authorization endpoint known, token and userinfo
+/// endpoints as the provider declares them.
+type GantryClient = Client<
+    ExtraClaims,
+    CoreAuthDisplay,
+    CoreGenderClaim,
+    CoreJweContentEncryptionAlgorithm,
+    CoreJsonWebKey,
+    CoreAuthPrompt,
+    StandardErrorResponse<CoreErrorResponseType>,
+    GantryTokenResponse,
+    CoreTokenIntrospectionResponse,
+    CoreRevocableToken,
+    CoreRevocationErrorResponse,
+    EndpointSet,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointMaybeSet,
+    EndpointMaybeSet,
+>;
+
+struct Provider {
+    client: GantryClient,
+    end_session: Option<EndSessionUrl>,
+    fetched: Instant,
+}
+
+/// What a sign-in in progress keeps in the (pre-sign-in) session.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub struct Pending {
+    state: String,
+    nonce: String,
+    pkce_verifier: String,
+    pub next: String,
+    started_at_ms: i64,
+}
+
+/// Who signed in, from verified claims and the group mapping.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SignedIn {
+    pub issuer: String,
+    pub subject: String,
+    pub user_name: String,
+    pub display_name: String,
+    pub email: Option<String>,
+    pub groups: Vec<String>,
+    pub teams: Vec<Membership>,
+    pub is_admin: bool,
+    /// The raw ID token, kept for `id_token_hint` at sign-out.
+    pub id_token: String,
+}
+
+/// Why a sign-in was refused, in words for the person in front of the browser.
+#[derive(Debug, thiserror::Error)]
+pub enum SignInError {
+    #[error("No sign-in was started in this browser, or this sign-in link was already used. Start again from the sign-in page.")]
+    NotStarted,
+    #[error("The sign-in took longer than 10 minutes. Start again.")]
+    Stale,
+    #[error("The sign-in response does not belong to the sign-in this browser started (its state parameter does not match). Nothing was signed in; start again.")]
+    StateMismatch,
+    #[error("The identity provider refused the sign-in: {0}")]
+    Refused(String),
+    #[error("The identity provider did not accept the sign-in code: it was already used or has expired. Start again.")]
+    CodeRejected,
+    #[error("The identity provider's ID token failed verification, so Gantry did not sign you in: {0}")]
+    Verification(String),
+    #[error("The identity provider at {issuer} did not answer: {detail}")]
+    Unreachable { issuer: String, detail: String },
+}
+
+impl SignInError {
+    pub fn status(&self) -> http::StatusCode {
+        match self {
+            SignInError::Unreachable { .. } => http::StatusCode::BAD_GATEWAY,
+            SignInError::Refused(_) | SignInError::CodeRejected | SignInError::Verification(_) => {
+                http::StatusCode::UNAUTHORIZED
+            }
+            _ => http::StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+pub struct Oidc {
+    config: OidcConfig,
+    http: openidconnect::reqwest::Client,
+    provider: tokio::sync::Mutex<Option<Arc<Provider>>>,
+}
+
+impl std::fmt::Debug for Oidc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Oidc")
+            .field("issuer", &self.config.issuer)
+            .field("client_id", &self.config.client_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Oidc {
+    pub fn new(config: OidcConfig) -> anyhow::Result<Oidc> {
+        // No redirects: a provider answering discovery or the token request with a redirect
+        // could otherwise send the code to a third party (SSRF).
+        let http = openidconnect::reqwest::ClientBuilder::new()
+            .redirect(openidconnect::reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(10))
+            .build()?;
+        Ok(Oidc {
+            config,
+            http,
+            provider: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    pub fn provider_name(&self) -> &str {
+        &self.config.provider_name
+    }
+
+    fn unreachable(&self, e: impl std::fmt::Display) -> SignInError {
+        SignInError::Unreachable {
+            issuer: self.config.issuer.clone(),
+            detail: e.to_string(),
+        }
+    }
+
+    async fn provider(&self, fresh: bool) -> Result<Arc<Provider>, SignInError> {
+        let mut slot = self.provider.lock().await;
+        if let Some(p) = slot.as_ref() {
+            if !fresh && p.fetched.elapsed() < REDISCOVER_AFTER {
+                return Ok(p.clone());
+            }
+        }
+        let issuer = IssuerUrl::new(self.config.issuer.clone()).map_err(|e| self.unreachable(e))?;
+        let metadata = ProviderMetadataWithLogout::discover_async(issuer, &self.http)
+            .await
+            .map_err(|e| self.unreachable(error_chain(&e)))?;
+        let end_session = metadata.additional_metadata().end_session_endpoint.clone();
+        let redirect =
+            RedirectUrl::new(self.config.redirect_url.clone()).map_err(|e| self.unreachable(e))?;
+        let client = GantryClient::from_provider_metadata(
+            metadata,
+            ClientId::new(self.config.client_id.clone()),
+            self.config
+                .client_secret
+                .as_ref()
+                .map(|s| ClientSecret::new(s.expose_secret().to_string())),
+        )
+        .set_redirect_uri(redirect);
+        let p = Arc::new(Provider {
+            client,
+            end_session,
+            fetched: Instant::now(),
+        });
+        *slot = Some(p.clone());
+        tracing::info!(issuer = %self.config.issuer, "OpenID provider discovered");
+        Ok(p)
+    }
+
+    /// Starts a sign-in: the provider's authorization URL, and what to keep until the
+    /// browser comes back.
+    pub async fn begin(
+        &self,
+        next: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(String, Pending), SignInError> {
+        let p = self.provider(false).await?;
+        let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+        let mut request = p.client.authorize_url(
+            CoreAuthenticationFlow::AuthorizationCode,
+            CsrfToken::new_random,
+            Nonce::new_random,
+        );
+        for scope in self.config.scopes.iter().filter(|s| *s != "openid") {
+            request = request.add_scope(Scope::new(scope.clone()));
+        }
+        let (url, state, nonce) = request.set_pkce_challenge(challenge).url();
+        Ok((
+            url.to_string(),
+            Pending {
+                state: state.secret().clone(),
+                nonce: nonce.secret().clone(),
+                pkce_verifier: verifier.secret().clone(),
+                next: next.to_string(),
+                started_at_ms: now.timestamp_millis(),
+            },
+        ))
+    }
+
+    /// Ends a sign-in: checks `state`, exchanges the code (with the PKCE verifier) and
+    /// verifies the ID token (signature, issuer, audience, expiry, nonce, access-token hash).
+    pub async fn finish(
+        &self,
+        pending: Pending,
+        state: &str,
+        code: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<SignedIn, SignInError> {
+        use subtle_eq::ct_eq;
+        if !ct_eq(pending.state.as_bytes(), state.as_bytes()) {
+            return Err(SignInError::StateMismatch);
+        }
+        if now.timestamp_millis() - pending.started_at_ms > PENDING_FOR.num_milliseconds() {
+            return Err(SignInError::Stale);
+        }
+        let p = self.provider(false).await?;
+        let request = p
+            .client
+            .exchange_code(AuthorizationCode::new(code.to_string()))
+            .map_err(|e| self.unreachable(e))?;
+        let response = request
+            .set_pkce_verifier(PkceCodeVerifier::new(pending.pkce_verifier.clone()))
+            .request_async(&self.http)
+            .await
+            .map_err(|e| match e {
+                RequestTokenError::ServerResponse(r)
+                    if *r.error() == CoreErrorResponseType::InvalidGrant =>
+                {
+                    SignInError::CodeRejected
+                }
+                RequestTokenError::ServerResponse(r) => SignInError::Refused(format!(
+                    "{}{}",
+                    r.error().as_ref(),
+                    r.error_description()
+                        .map(|d| format!(": {d}"))
+                        .unwrap_or_default()
+                )),
+                other => self.unreachable(error_chain(&other)),
+            })?;
+        let id_token = response
+            .id_token()
+            .ok_or_else(|| SignInError::Verification("the token response has no ID token".into()))?
+            .clone();
+        let nonce = Nonce::new(pending.nonce.clone());
+        let claims = match id_token.claims(&p.client.id_token_verifier(), &nonce) {
+            Ok(c) => c.clone(),
+            // The keys may have been rotated since discovery: fetch them once more.
+            Err(first) => {
+                let fresh = self.provider(true).await?;
+                let verifier = fresh.client.id_token_verifier();
+                let claims = id_token
+                    .claims(&verifier, &nonce)
+                    .map_err(|_| SignInError::Verification(first.to_string()))?
+                    .clone();
+                claims
+            }
+        };
+        if let Some(expected) = claims.access_token_hash() {
+            let verifier = p.client.id_token_verifier();
+            let alg = id_token
+                .signing_alg()
+                .map_err(|e| SignInError::Verification(e.to_string()))?;
+            let key = id_token
+                .signing_key(&verifier)
+                .map_err(|e| SignInError::Verification(e.to_string()))?;
+            let actual = AccessTokenHash::from_token(response.access_token(), alg, key)
+                .map_err(|e| SignInError::Verification(e.to_string()))?;
+            if actual != *expected {
+                return Err(SignInError::Verification(
+                    "the access token does not match the ID token's at_hash".into(),
+                ));
+            }
+        }
+        let extra = &claims.additional_claims().0;
+        let groups = groups_of(extra.get(&self.config.groups_claim));
+        let subject = claims.subject().as_str().to_string();
+        let user_name = claims
+            .preferred_username()
+            .map(|u| u.as_str().to_string())
+            .or_else(|| {
+                claims
+                    .email()
+                    .and_then(|e| e.as_str().split('@').next().map(String::from))
+            })
+            .unwrap_or_else(|| subject.clone());
+        let display_name = claims
+            .name()
+            .and_then(|n| n.get(None))
+            .map(|n| n.as_str().to_string())
+            .unwrap_or_else(|| user_name.clone());
+        let (teams, is_admin) = self.grants(&groups);
+        Ok(SignedIn {
+            issuer: claims.issuer().as_str().to_string(),
+            subject,
+            user_name: user_id_from(&user_name),
+            display_name,
+            email: claims.email().map(|e| e.as_str().to_string()),
+            groups,
+            teams,
+            is_admin,
+            id_token: id_token.to_string(),
+        })
+    }
+
+    /// Teams and roles from IdP groups, by configuration; a lead grant wins over member.
+    pub fn grants(&self, groups: &[String]) -> (Vec<Membership>, bool) {
+        grants(&self.config.groups, groups)
+    }
+
+    /// Where to send the browser after Gantry's own sign-out: the provider's end-session
+    /// endpoint when it offers one (RP-initiated logout), else `None`.
+    pub async fn logout_url(&self, id_token: Option<&str>) -> Option<String> {
+        let p = self.provider(false).await.ok()?;
+        let end = p.end_session.clone()?;
+        let mut req = LogoutRequest::from(end)
+            .set_client_id(ClientId::new(self.config.client_id.clone()));
+        if let Ok(u) = PostLogoutRedirectUrl::new(self.config.post_logout_url()) {
+            req = req.set_post_logout_redirect_uri(u);
+        }
+        if let Some(t) = id_token.and_then(|t| t.parse::<GantryIdToken>().ok()) {
+            req = req.set_id_token_hint(&t);
+        }
+        Some(req.http_get_url().to_string())
+    }
+}
+
+/// The groups claim as a list: an array of strings, or one string.
+fn groups_of(v: Option<&serde_json::Value>) -> Vec<String> {
+    match v {
+        Some(serde_json::Value::Array(a)) => a
+            .iter()
+            .filter_map(|g| g.as_str().map(String::from))
+            .collect(),
+        Some(serde_json::Value::String(s)) => vec![s.clone()],
+        _ => Vec::new(),
+    }
+}
+
+pub fn grants(
+    mapping: &std::collections::BTreeMap<String, String>,
+    groups: &[String],
+) -> (Vec<Membership>, bool) {
+    let mut is_admin = false;
+    let mut leads = BTreeSet::new();
+    let mut members = BTreeSet::new();
+    for g in groups {
+        match mapping.get(g).and_then(|v| GroupGrant::parse(v)) {
+            Some(GroupGrant::Admin) => is_admin = true,
+            Some(GroupGrant::Team { team, lead: true }) => {
+                leads.insert(team);
+            }
+            Some(GroupGrant::Team { team, lead: false }) => {
+                members.insert(team);
+            }
+            None => {}
+        }
+    }
+    let mut teams: Vec<Membership> = leads
+        .iter()
+        .map(|t| Membership {
+            team: t.clone(),
+            role: Role::Lead,
+        })
+        .collect();
+    teams.extend(members.difference(&leads).map(|t| Membership {
+        team: t.clone(),
+        role: Role::Member,
+    }));
+    teams.sort_by(|a, b| a.team.cmp(&b.team));
+    (teams, is_admin)
+}
+
+/// A user id Gantry can show and put in URLs: lowercase letters, digits, `.`, `_`, `-`.
+fn user_id_from(name: &str) -> String {
+    let id: String = name
+        .trim()
+        .to_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(64)
+        .collect();
+    if id.trim_matches('-').is_empty() {
+        "user".into()
+    } else {
+        id
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}
+
+mod subtle_eq {
+    /// Compares without stopping at the first difference.
+    pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_map_to_teams_and_roles() {
+        let mapping = [
+            ("ml-nlp", "nlp:member"),
+            ("ml-nlp-leads", "nlp:lead"),
+            ("ml-vision", "vision:member"),
+            ("ml-platform-admins", "admin"),
+        ]
+        .into_iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+        let g = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let (teams, admin) = grants(&mapping, &g(&["ml-nlp", "ml-nlp-leads", "unrelated"]));
+        assert_eq!(
+            teams,
+            vec![Membership {
+                team: "nlp".into(),
+                role: Role::Lead
+            }]
+        );
+        assert!(!admin);
+        let (teams, admin) = grants(&mapping, &g(&["ml-vision", "ml-platform-admins"]));
+        assert_eq!(teams.len(), 1);
+        assert_eq!(teams[0].role, Role::Member);
+        assert!(admin);
+        assert_eq!(grants(&mapping, &g(&["other"])), (vec![], false));
+    }
+
+    #[test]
+    fn groups_claim_may_be_a_list_or_one_string() {
+        use serde_json::json;
+        assert_eq!(groups_of(Some(&json!(["a", "b", 3]))), vec!["a", "b"]);
+        assert_eq!(groups_of(Some(&json!("a"))), vec!["a"]);
+        assert!(groups_of(None).is_empty());
+    }
+
+    #[test]
+    fn user_ids_are_safe_to_show() {
+        assert_eq!(user_id_from("Nina.Kowalski"), "nina.kowalski");
+        assert_eq!(user_id_from("a b/c"), "a-b-c");
+        assert_eq!(user_id_from("  "), "user");
+    }
+
+    #[test]
+    fn state_comparison() {
+        assert!(subtle_eq::ct_eq(b"abc", b"abc"));
+        assert!(!subtle_eq::ct_eq(b"abc", b"abd"));
+        assert!(!subtle_eq::ct_eq(b"abc", b"ab"));
+    }
+}
