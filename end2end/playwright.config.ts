@@ -7,6 +7,10 @@ const db = `/tmp/gantry-e2e-${port}.db`;
 // A second Gantry on the Kubernetes back end, its API server unreachable (kube.spec.ts).
 export const kubePort = port + 1;
 const kubeDb = `/tmp/gantry-e2e-${kubePort}.db`;
+// A third Gantry signing in through a real OpenID provider (oidc-provider, started here).
+export const oidcPort = port + 2;
+export const idpPort = port + 3;
+const oidcDb = `/tmp/gantry-e2e-${oidcPort}.db`;
 
 export default defineConfig({
   testDir: "./tests",
@@ -76,6 +80,33 @@ export default defineConfig({
         GANTRY__DEMO__JOBS: "false",
         LEPTOS_SITE_ROOT: "../target/site",
         RUST_LOG: "error,kube_client=off",
+      },
+    },
+    {
+      command: "exec node oidc/provider.mjs",
+      url: `http://127.0.0.1:${idpPort}/.well-known/openid-configuration`,
+      reuseExistingServer: false,
+      timeout: 30_000,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { OIDC_PORT: String(idpPort), GANTRY_URL: `http://127.0.0.1:${oidcPort}` },
+    },
+    {
+      command: `rm -f ${oidcDb} ${oidcDb}-shm ${oidcDb}-wal && exec ../target/debug/gantry`,
+      url: `http://127.0.0.1:${oidcPort}/healthz`,
+      reuseExistingServer: false,
+      timeout: 60_000,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: {
+        GANTRY_CONFIG: "fixtures/oidc.toml",
+        GANTRY__SERVER__ADDR: `127.0.0.1:${oidcPort}`,
+        GANTRY__DATABASE__URL: `sqlite://${oidcDb}?mode=rwc`,
+        GANTRY__AUTH__OIDC__ISSUER: `http://127.0.0.1:${idpPort}`,
+        GANTRY__AUTH__OIDC__REDIRECT_URL: `http://127.0.0.1:${oidcPort}/auth/callback`,
+        GANTRY__DEMO__JOBS: "false",
+        LEPTOS_SITE_ROOT: "../target/site",
+        RUST_LOG: "warn",
       },
     },
   ],

@@ -178,9 +178,21 @@ fn NoTeam(name: String) -> impl IntoView {
 
 #[component]
 fn SignInPrompt() -> impl IntoView {
+    // Why the last session ended (it expired), and whether to go straight to the provider.
+    let options = Resource::new(|| (), |_| crate::functions::get_sign_in_options());
     view! {
         <section class="panel narrow">
             <h1>"Sign in to Gantry"</h1>
+            <Suspense fallback=|| ()>
+                {Suspend::new(async move {
+                    let o = options.await.unwrap_or_default();
+                    o.ended.map(|_| view! {
+                        <p class="notice" data-testid="session-ended">
+                            "Your session expired. Sign in again to continue."
+                        </p>
+                    })
+                })}
+            </Suspense>
             <p>"Gantry shares the HGX GPU pools between teams. Sign in to launch jobs and see the queue."</p>
             <a class="button primary" href="/login">"Sign in"</a>
         </section>

@@ -177,6 +177,8 @@ pub struct CallbackQuery {
     state: Option<String>,
     error: Option<String>,
     error_description: Option<String>,
+    /// RFC 9207: the provider names itself, so a response from another provider is refused.
+    iss: Option<String>,
 }
 
 /// `GET /auth/callback`: ends the flow. Any failure is a page that says what went wrong and
@@ -204,6 +206,14 @@ pub async fn oidc_callback(
             None => error,
         };
         return sign_in_failed(&SignInError::Refused(detail));
+    }
+    if let Some(iss) = &q.iss {
+        if iss.trim_end_matches('/') != oidc.issuer().trim_end_matches('/') {
+            return sign_in_failed(&SignInError::Refused(format!(
+                "the response comes from issuer {iss}, not the configured {}",
+                oidc.issuer()
+            )));
+        }
     }
     let (Some(code), Some(returned_state)) = (q.code, q.state) else {
         return sign_in_failed(&SignInError::StateMismatch);

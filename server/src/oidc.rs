@@ -170,6 +170,10 @@ impl Oidc {
         })
     }
 
+    pub fn issuer(&self) -> &str {
+        &self.config.issuer
+    }
+
     pub fn provider_name(&self) -> &str {
         &self.config.provider_name
     }

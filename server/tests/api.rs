@@ -226,6 +226,10 @@ on_both!(
     kube_back_end_keeps_serving_while_the_api_server_is_down,
     quota_api_checks_values_refuses_stale_edits_and_audits,
     quota_preview_replays_real_launches_under_the_draft,
+    every_api_route_by_role,
+    api_tokens_are_created_used_and_revoked,
+    cross_site_posts_are_refused,
+    sessions_end_at_their_absolute_lifetime,
     templates_are_created_versioned_and_deprecated_by_admins,
 );
 
@@ -1482,5 +1486,318 @@ async fn catalog_lists_templates_and_pools(t: Target) {
         "{}",
         &html[..html.len().min(500)]
     );
+    finish(app, db).await;
+}
+
+/// Who sends a request in the route × role table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum As {
+    Anon,
+    /// alice: nlp member
+    Member,
+    /// bob: nlp lead
+    Lead,
+    /// dave: vision member (another team)
+    Other,
+    /// carol: platform admin
+    Admin,
+    /// alice's personal API token
+    Token,
+}
+
+/// Every API route × role, with the expected status. Jobs: `{nlp}` and `{nlp2}` are jobs of
+/// alice's teammate bob (nlp's lead), `{vis}` is dave's (vision); mutating rows come in an
+/// order that leaves the later rows' expectations true.
+async fn every_api_route_by_role(t: Target) {
+    use As::*;
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let bob = app.client("bob").await;
+    let dave = app.client("dave").await;
+    let carol = app.client("carol").await;
+    let (s, tok) = alice
+        .post("/api/v1/tokens", json!({ "name": "table" }))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{tok}");
+    let token = tok["token"].as_str().unwrap().to_string();
+    let nlp = bob.launch(llama(8)).await["id"].as_str().unwrap().to_string();
+    let nlp2 = bob.launch(llama(8)).await["id"].as_str().unwrap().to_string();
+    let vis = dave
+        .launch(json!({ "template": "mistral-7b-sft", "gpus": 8 }))
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let plain = reqwest::Client::new();
+
+    let all_in = |ok: u16| vec![(Anon, 401), (Member, ok), (Lead, ok), (Other, ok), (Admin, ok), (Token, ok)];
+    let admin_only = |ok: u16| {
+        vec![(Anon, 401), (Member, 403), (Lead, 403), (Other, 403), (Admin, ok), (Token, 403)]
+    };
+    let template_yaml = "name: x\n";
+    let quota_put = json!({ "nominal_gpus": 64 });
+    // (method, path, JSON body, [(who, status)])
+    let table: Vec<(&str, String, Option<Value>, Vec<(As, u16)>)> = vec![
+        ("GET", "/healthz".into(), None, vec![(Anon, 200)]),
+        ("GET", "/readyz".into(), None, vec![(Anon, 200)]),
+        ("GET", "/api/v1/me".into(), None, all_in(200)),
+        ("GET", "/api/v1/templates".into(), None, all_in(200)),
+        ("POST", "/api/v1/templates".into(), Some(json!(template_yaml)), admin_only(422)),
+        ("POST", "/api/v1/templates/llama-3.1-8b-fsdp/versions".into(), Some(json!(template_yaml)), admin_only(422)),
+        ("POST", "/api/v1/templates/no-such-template/deprecate".into(), None, admin_only(404)),
+        ("GET", "/api/v1/pools".into(), None, all_in(200)),
+        ("GET", "/api/v1/jobs".into(), None, all_in(200)),
+        ("GET", "/api/v1/jobs?team=vision".into(), None,
+            vec![(Anon, 401), (Member, 403), (Lead, 403), (Other, 200), (Admin, 200), (Token, 403)]),
+        ("POST", "/api/v1/jobs".into(), Some(json!({ "template": "no-such-template", "gpus": 8 })), all_in(422)),
+        ("POST", "/api/v1/manifests".into(), Some(llama(8)), vec![(Anon, 401), (Member, 404), (Admin, 404)]),
+        ("GET", "/api/v1/quotas".into(), None, admin_only(200)),
+        ("POST", "/api/v1/quotas/preview".into(), Some(json!({ "changes": [] })), admin_only(200)),
+        ("GET", "/api/v1/quotas/nlp/hgx-h100".into(), None, admin_only(200)),
+        ("PUT", "/api/v1/quotas/nlp/hgx-h100".into(), Some(quota_put), admin_only(428)),
+        ("GET", "/api/v1/audit".into(), None, admin_only(200)),
+        ("GET", format!("/api/v1/jobs/{nlp}"), None,
+            vec![(Anon, 401), (Member, 200), (Lead, 200), (Other, 404), (Admin, 200), (Token, 200)]),
+        ("GET", format!("/api/v1/jobs/{vis}"), None,
+            vec![(Anon, 401), (Member, 404), (Lead, 404), (Other, 200), (Admin, 200), (Token, 404)]),
+        // A member may not cancel a teammate's job, another team cannot even see it; the
+        // team's lead may (then it is finished: 409 for the admin after).
+        ("POST", format!("/api/v1/jobs/{nlp}/cancel"), None,
+            vec![(Anon, 401), (Member, 403), (Token, 403), (Other, 404), (Lead, 200), (Admin, 409)]),
+        ("POST", format!("/api/v1/jobs/{nlp2}/cancel"), None, vec![(Admin, 200)]),
+        ("POST", format!("/api/v1/jobs/{vis}/cancel"), None,
+            vec![(Member, 404), (Lead, 404), (Other, 200)]),
+        ("GET", "/api/v1/events".into(), None, all_in(200)),
+        ("POST", "/api/v1/sim/advance".into(), Some(json!({ "seconds": 1 })), admin_only(200)),
+        ("GET", "/api/v1/tokens".into(), None, all_in(200)),
+        // Tokens are made in a signed-in session only, never by a token.
+        ("POST", "/api/v1/tokens".into(), Some(json!({ "name": "t" })),
+            vec![(Anon, 401), (Member, 201), (Lead, 201), (Other, 201), (Admin, 201), (Token, 403)]),
+        ("DELETE", "/api/v1/tokens/no-such-token".into(), None, all_in(404)),
+        ("GET", "/api/v1/no-such-route".into(), None, vec![(Anon, 404), (Member, 404)]),
+    ];
+    let mut failures = Vec::new();
+    for (method, path, body, expect) in &table {
+        for (who, want) in expect {
+            let client = match who {
+                Anon => &plain,
+                Member | Token => &alice.http,
+                Lead => &bob.http,
+                Other => &dave.http,
+                Admin => &carol.http,
+            };
+            // The token row uses a client without cookies, so only the token speaks.
+            let client = if *who == Token { &plain } else { client };
+            let mut req = client.request(method.parse().unwrap(), format!("{}{path}", app.base));
+            if *who == Token {
+                req = req.bearer_auth(&token);
+            }
+            if let Some(b) = body {
+                req = req.json(b);
+            }
+            let res = req.send().await.unwrap();
+            let got = res.status().as_u16();
+            if got != *want {
+                failures.push(format!("{method} {path} as {who:?}: {got}, expected {want}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "route × role table:\n{}", failures.join("\n"));
+    finish(app, db).await;
+}
+
+async fn api_tokens_are_created_used_and_revoked(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let plain = reqwest::Client::new();
+    let with_token = |token: &str, path: &str| {
+        plain
+            .get(format!("{}{path}", app.base))
+            .bearer_auth(token.to_string())
+            .send()
+    };
+
+    let (s, created) = alice
+        .post("/api/v1/tokens", json!({ "name": "ci-pipeline", "expires_in_days": 30 }))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    let token = created["token"].as_str().unwrap().to_string();
+    assert!(token.starts_with("gantry_"), "{token}");
+    let id = created["info"]["id"].as_str().unwrap().to_string();
+
+    // Shown once: the list has the prefix only, never the token.
+    let (_, list) = alice.get("/api/v1/tokens").await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert!(!list.to_string().contains(&token), "{list}");
+    assert!(token.starts_with(list[0]["prefix"].as_str().unwrap()));
+    assert!(list[0]["last_used_at"].is_null());
+    // Stored hashed: the database holds no copy of it.
+    let stored: Vec<String> = {
+        sqlx::any::install_default_drivers();
+        let pool = sqlx::AnyPool::connect(&db.url).await.unwrap();
+        let rows = sqlx::query("SELECT token_hash, prefix, name FROM api_token")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+        use sqlx::Row;
+        rows.iter()
+            .flat_map(|r| {
+                ["token_hash", "prefix", "name"].map(|c| r.get::<String, _>(c))
+            })
+            .collect()
+    };
+    assert!(stored.iter().all(|v| !v.contains(&token[7..])), "{stored:?}");
+
+    // Used: it is alice, with alice's rights and no more.
+    let res = with_token(&token, "/api/v1/me").await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let me: Value = res.json().await.unwrap();
+    assert_eq!(me["user"], "alice");
+    let res = with_token(&token, "/api/v1/quotas").await.unwrap();
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    let res = plain
+        .post(format!("{}/api/v1/jobs", app.base))
+        .bearer_auth(&token)
+        .json(&llama(8))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let job: Value = res.json().await.unwrap();
+    assert_eq!(job["user"], "alice");
+    let (_, list) = alice.get("/api/v1/tokens").await;
+    assert!(list[0]["last_used_at"].is_string(), "{list}");
+
+    // A wrong or malformed token is a 401, never a fallback to a cookie.
+    let res = with_token("gantry_not-a-real-token", "/api/v1/me").await.unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    let res = alice
+        .http
+        .get(format!("{}/api/v1/me", app.base))
+        .header("authorization", "Basic YWxpY2U6eA==")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+
+    // Bad input names the field.
+    let (s, e) = alice.post("/api/v1/tokens", json!({ "name": "  " })).await;
+    assert_eq!((s, e["error"]["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("name")));
+    let (s, e) = alice
+        .post("/api/v1/tokens", json!({ "name": "x", "expires_in_days": 4000 }))
+        .await;
+    assert_eq!(
+        (s, e["error"]["field"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("expires_in_days"))
+    );
+
+    // Only its owner can revoke it; once revoked it is refused at once.
+    let bob = app.client("bob").await;
+    let res = bob
+        .http
+        .delete(format!("{}/api/v1/tokens/{id}", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    let res = with_token(&token, "/api/v1/me").await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let res = alice
+        .http
+        .delete(format!("{}/api/v1/tokens/{id}", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NO_CONTENT);
+    let res = with_token(&token, "/api/v1/me").await.unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    let e: Value = res.json().await.unwrap();
+    assert!(e["error"]["message"].as_str().unwrap().contains("revoked"), "{e}");
+    let (_, list) = alice.get("/api/v1/tokens").await;
+    assert!(list[0]["revoked_at"].is_string());
+    // Both are in the audit log.
+    let carol = app.client("carol").await;
+    let (_, log) = carol.get("/api/v1/audit?actor=alice").await;
+    let actions: Vec<&str> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["token.revoke", "token.create"]);
+    finish(app, db).await;
+}
+
+async fn cross_site_posts_are_refused(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let job = alice.launch(llama(8)).await;
+    let id = job["id"].as_str().unwrap();
+    let origin = app.base.clone();
+    // A page on another origin (even another port of the same host: same *site*, so the
+    // Lax cookie goes along) posts with alice's cookie: refused, nothing changes.
+    for evil in ["https://evil.example", "http://127.0.0.1:1", "null"] {
+        let res = alice
+            .http
+            .post(format!("{}/api/v1/jobs/{id}/cancel", app.base))
+            .header("origin", evil)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::FORBIDDEN, "{evil}");
+        let e: Value = res.json().await.unwrap();
+        assert!(e["error"]["message"].as_str().unwrap().contains("cross-site request refused"), "{e}");
+    }
+    let res = alice
+        .http
+        .post(format!("{}/auth/logout", app.base))
+        .header("sec-fetch-site", "cross-site")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    let (_, j) = alice.get(&format!("/api/v1/jobs/{id}")).await;
+    assert_ne!(j["state"], "cancelled", "{j}");
+    // From Gantry's own pages: accepted.
+    let res = alice
+        .http
+        .post(format!("{}/api/v1/jobs/{id}/cancel", app.base))
+        .header("origin", &origin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    finish(app, db).await;
+}
+
+async fn sessions_end_at_their_absolute_lifetime(t: Target) {
+    let db = fresh_database(t).await;
+    let mut c = config(&db.url);
+    c.auth.session_absolute_minutes = 2.0 / 60.0;
+    let app = App::start_with(c).await;
+    let alice = app.client("alice").await;
+    let (s, _) = alice.get("/api/v1/me").await;
+    assert_eq!(s, StatusCode::OK);
+    // Busy, but past its lifetime: ended.
+    for _ in 0..5 {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        alice.get("/api/v1/me").await;
+    }
+    let (s, _) = alice.get("/api/v1/me").await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    // The sign-in page says why.
+    let html = alice
+        .http
+        .get(format!("{}/login", app.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("Your session expired"), "{html}");
     finish(app, db).await;
 }

@@ -1,0 +1,142 @@
+import { Page, expect, request, test } from "@playwright/test";
+import { idpPort, oidcPort } from "../playwright.config";
+import { SHOTS } from "./helpers";
+
+// Single sign-on against a real OpenID provider (oidc-provider, started by the config) and a
+// Gantry configured with [auth.oidc] (fixtures/oidc.toml). Its sessions end 30 s after
+// sign-in, so every test signs in afresh.
+const gantry = `http://127.0.0.1:${oidcPort}`;
+const idp = `http://127.0.0.1:${idpPort}`;
+
+/** Clicks through Gantry's sign-in page and the provider's login form. */
+async function startSignIn(page: Page, user: string) {
+  await page.goto(`${gantry}/login`);
+  await page.getByTestId("sso-login").click();
+  await expect(page).toHaveURL(new RegExp(`^${idp}/`));
+  await page.locator('input[name="login"]').fill(user);
+  await page.locator('input[name="password"]').fill("correct horse battery staple");
+}
+
+async function ssoSignIn(page: Page, user: string) {
+  await startSignIn(page, user);
+  await page.locator('button[type="submit"]').click();
+  await expect(page).toHaveURL(`${gantry}/`);
+  await expect(page.getByTestId("viewer")).toBeVisible();
+}
+
+test("members, leads and admins sign in through the provider with their team and role, and sign out there too", async ({ page }) => {
+  await ssoSignIn(page, "nina");
+  await expect(page.getByTestId("viewer")).toHaveText("Nina Kowalski");
+  await expect(page.getByTestId("viewer-role")).toHaveText("nlp member");
+  await page.screenshot({ path: `${SHOTS}/oidc-member-home.png`, fullPage: true });
+  // No admin pages for a member.
+  await expect(page.getByRole("link", { name: "Quotas" })).toHaveCount(0);
+  const me = await page.request.get(`${gantry}/api/v1/me`);
+  expect(await me.json()).toMatchObject({ user: "nina", is_admin: false, teams: [{ team: "nlp", role: "member" }] });
+
+  // Sign out: Gantry's session ends, then the provider's (RP-initiated logout).
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await expect(page).toHaveURL(new RegExp(`^${idp}/session/end`));
+  await page.getByRole("button", { name: "Yes, sign me out" }).click();
+  await expect(page).toHaveURL(`${gantry}/login`);
+  expect((await page.request.get(`${gantry}/api/v1/me`)).status()).toBe(401);
+  // The provider forgot us too: signing in asks for the login form again.
+  await page.getByTestId("sso-login").click();
+  await expect(page.locator('input[name="login"]')).toBeVisible();
+
+  // A lead of the same team.
+  await page.locator('input[name="login"]').fill("leo");
+  await page.locator('input[name="password"]').fill("pw");
+  await page.locator('button[type="submit"]').click();
+  await expect(page.getByTestId("viewer-role")).toHaveText("nlp lead");
+  await page.context().clearCookies();
+
+  // An admin: the admin pages open.
+  await ssoSignIn(page, "ada");
+  await expect(page.getByTestId("viewer-role")).toHaveText("admin");
+  await page.getByRole("link", { name: "Quotas" }).click();
+  await expect(page.locator("h1")).toHaveText("Quotas");
+});
+
+test("someone whose groups map to no team sees a page saying so, not an error", async ({ page }) => {
+  await ssoSignIn(page, "zed");
+  await expect(page.getByTestId("no-team")).toContainText("none of your groups at the identity provider gives you a Gantry team");
+  await expect(page.getByTestId("viewer-role")).toHaveText("no team");
+  await page.screenshot({ path: `${SHOTS}/oidc-no-team.png`, fullPage: true });
+  // The API agrees: no team, no jobs, and a launch names the problem.
+  const launch = await page.request.post(`${gantry}/api/v1/jobs`, {
+    data: { template: "llama-3.1-8b-fsdp", gpus: 8 },
+    headers: { origin: gantry },
+  });
+  expect(launch.status()).toBe(422);
+  expect((await launch.json()).error.field).toBe("team");
+});
+
+test("a tampered state is refused with a clear page and signs nobody in", async ({ page }) => {
+  await startSignIn(page, "nina");
+  let callback = "";
+  await page.route("**/auth/callback**", (route) => {
+    callback = route.request().url();
+    return route.abort();
+  });
+  await page.locator('button[type="submit"]').click().catch(() => {});
+  await expect.poll(() => callback).toContain("code=");
+  await page.unroute("**/auth/callback**");
+  const url = new URL(callback);
+  url.searchParams.set("state", url.searchParams.get("state")!.slice(0, -2) + "xx");
+  const res = await page.goto(url.toString());
+  expect(res!.status()).toBe(400);
+  await expect(page.getByTestId("sign-in-failed")).toContainText("state parameter does not match");
+  await page.screenshot({ path: `${SHOTS}/oidc-tampered-state.png` });
+  expect((await page.request.get(`${gantry}/api/v1/me`)).status()).toBe(401);
+  // The untampered link is worthless now too: the attempt was used up.
+  await page.goto(callback);
+  await expect(page.getByTestId("sign-in-failed")).toContainText("No sign-in was started in this browser");
+});
+
+test("a replayed authorization code is refused by the provider and by Gantry", async ({ page }) => {
+  const callbacks: string[] = [];
+  page.on("request", (r) => {
+    if (r.url().startsWith(`${gantry}/auth/callback`)) callbacks.push(r.url());
+  });
+  await ssoSignIn(page, "nina");
+  const first = new URL(callbacks[0]);
+  // A second sign-in in the same browser: the provider answers at once (its session is
+  // alive); stop before Gantry sees the new code, then offer it the old one.
+  await page.route("**/auth/callback**", (route) => route.abort());
+  await page.goto(`${gantry}/auth/login`).catch(() => {});
+  await expect.poll(() => callbacks.length).toBe(2);
+  await page.unroute("**/auth/callback**");
+  const second = new URL(callbacks[1]);
+  second.searchParams.set("code", first.searchParams.get("code")!);
+  const res = await page.goto(second.toString());
+  expect(res!.status()).toBe(401);
+  await expect(page.getByTestId("sign-in-failed")).toContainText("did not accept the sign-in code");
+});
+
+test("an ID token for another audience is refused", async ({ page }) => {
+  const ctl = await request.newContext();
+  expect((await ctl.get(`${idp}/__test/tamper-audience?on=1`)).ok()).toBeTruthy();
+  try {
+    await startSignIn(page, "nina");
+    await page.locator('button[type="submit"]').click();
+    await expect(page.getByTestId("sign-in-failed")).toContainText("ID token failed verification");
+    await expect(page.getByTestId("sign-in-failed")).toContainText("someone-else");
+    await page.screenshot({ path: `${SHOTS}/oidc-wrong-audience.png` });
+    expect((await page.request.get(`${gantry}/api/v1/me`)).status()).toBe(401);
+  } finally {
+    await ctl.get(`${idp}/__test/tamper-audience?on=0`);
+    await ctl.dispose();
+  }
+});
+
+test("a session past its absolute lifetime is refused and says it expired", async ({ page }) => {
+  await ssoSignIn(page, "leo");
+  expect((await page.request.get(`${gantry}/api/v1/me`)).status()).toBe(200);
+  // fixtures/oidc.toml: session_absolute_minutes = 0.5.
+  await page.waitForTimeout(31_000);
+  await page.goto(`${gantry}/jobs`);
+  await expect(page.getByTestId("session-ended")).toContainText("Your session expired");
+  await page.screenshot({ path: `${SHOTS}/oidc-expired.png` });
+  expect((await page.request.get(`${gantry}/api/v1/me`)).status()).toBe(401);
+});
