@@ -219,7 +219,10 @@ pub async fn oidc_callback(
         return sign_in_failed(&SignInError::StateMismatch);
     };
     let next = pending.next.clone();
-    let who = match oidc.finish(pending, &returned_state, &code, Utc::now()).await {
+    let who = match oidc
+        .finish(pending, &returned_state, &code, Utc::now())
+        .await
+    {
         Ok(w) => w,
         Err(e) => {
             tracing::warn!(error = %e, "OpenID sign-in refused");
@@ -480,15 +483,58 @@ mod tests {
     fn origin_check_table() {
         let public = Some("https://gantry.example.com");
         let cases: &[(&[(&str, &str)], bool)] = &[
-            (&[("host", "127.0.0.1:3000"), ("origin", "http://127.0.0.1:3000")], true),
-            (&[("host", "127.0.0.1:3000"), ("origin", "http://127.0.0.1:4000")], false),
-            (&[("host", "127.0.0.1:3000"), ("origin", "https://evil.example")], false),
+            (
+                &[
+                    ("host", "127.0.0.1:3000"),
+                    ("origin", "http://127.0.0.1:3000"),
+                ],
+                true,
+            ),
+            (
+                &[
+                    ("host", "127.0.0.1:3000"),
+                    ("origin", "http://127.0.0.1:4000"),
+                ],
+                false,
+            ),
+            (
+                &[
+                    ("host", "127.0.0.1:3000"),
+                    ("origin", "https://evil.example"),
+                ],
+                false,
+            ),
             (&[("host", "127.0.0.1:3000"), ("origin", "null")], false),
-            (&[("host", "gantry:80"), ("origin", "https://gantry.example.com")], true),
-            (&[("host", "svc"), ("x-forwarded-host", "gantry.example.com"), ("origin", "https://gantry.example.com")], true),
-            (&[("host", "127.0.0.1:3000"), ("sec-fetch-site", "same-site")], false),
-            (&[("host", "127.0.0.1:3000"), ("sec-fetch-site", "cross-site")], false),
-            (&[("host", "127.0.0.1:3000"), ("sec-fetch-site", "same-origin")], true),
+            (
+                &[
+                    ("host", "gantry:80"),
+                    ("origin", "https://gantry.example.com"),
+                ],
+                true,
+            ),
+            (
+                &[
+                    ("host", "svc"),
+                    ("x-forwarded-host", "gantry.example.com"),
+                    ("origin", "https://gantry.example.com"),
+                ],
+                true,
+            ),
+            (
+                &[("host", "127.0.0.1:3000"), ("sec-fetch-site", "same-site")],
+                false,
+            ),
+            (
+                &[("host", "127.0.0.1:3000"), ("sec-fetch-site", "cross-site")],
+                false,
+            ),
+            (
+                &[
+                    ("host", "127.0.0.1:3000"),
+                    ("sec-fetch-site", "same-origin"),
+                ],
+                true,
+            ),
             (&[("host", "127.0.0.1:3000")], true),
         ];
         for (h, ok) in cases {
@@ -501,7 +547,10 @@ mod tests {
         let (a, ha) = new_token();
         let (b, hb) = new_token();
         assert_ne!(a, b);
-        assert!(a.starts_with(TOKEN_PREFIX) && a.len() == TOKEN_PREFIX.len() + 43, "{a}");
+        assert!(
+            a.starts_with(TOKEN_PREFIX) && a.len() == TOKEN_PREFIX.len() + 43,
+            "{a}"
+        );
         assert_eq!(ha, token_hash(&a));
         assert_ne!(ha, hb);
         assert_eq!(ha.len(), 64);

@@ -590,7 +590,10 @@ mod tests {
         assert!(!c.auth.dev_login(), "OIDC turns the demo sign-in off");
         assert!(with(&[]).unwrap().auth.dev_login());
         let e = oidc(&[("auth.dev_login", "true")]).unwrap_err().to_string();
-        assert!(e.contains("auth.dev_login") && e.contains("together"), "{e}");
+        assert!(
+            e.contains("auth.dev_login") && e.contains("together"),
+            "{e}"
+        );
         let e = oidc(&[("auth.oidc.issuer", "http://idp.example.com")])
             .unwrap_err()
             .to_string();
@@ -599,7 +602,10 @@ mod tests {
         let e = oidc(&[("auth.oidc.groups.ml-nlp", "nlp:owner")])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("auth.oidc.groups") && e.contains("nlp:owner"), "{e}");
+        assert!(
+            e.contains("auth.oidc.groups") && e.contains("nlp:owner"),
+            "{e}"
+        );
         let c = oidc(&[
             ("auth.oidc.groups.ml-nlp", "nlp:member"),
             ("auth.oidc.groups.ml-admins", "admin"),
@@ -612,7 +618,10 @@ mod tests {
         assert!(e.contains("client_id"), "a missing key is named: {e}");
         // https redirect → Secure cookies without being asked.
         let c = oidc(&[
-            ("auth.oidc.redirect_url", "https://gantry.example.com/auth/callback"),
+            (
+                "auth.oidc.redirect_url",
+                "https://gantry.example.com/auth/callback",
+            ),
             ("server.addr", "0.0.0.0:3000"),
         ])
         .unwrap();

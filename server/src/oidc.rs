@@ -11,17 +11,16 @@ use std::time::{Duration, Instant};
 use app::model::{Membership, Role};
 use openidconnect::core::{
     CoreAuthDisplay, CoreAuthPrompt, CoreAuthenticationFlow, CoreErrorResponseType,
-    CoreGenderClaim, CoreJsonWebKey, CoreJweContentEncryptionAlgorithm,
-    CoreJwsSigningAlgorithm, CoreRevocableToken, CoreRevocationErrorResponse,
-    CoreTokenIntrospectionResponse, CoreTokenType,
+    CoreGenderClaim, CoreJsonWebKey, CoreJweContentEncryptionAlgorithm, CoreJwsSigningAlgorithm,
+    CoreRevocableToken, CoreRevocationErrorResponse, CoreTokenIntrospectionResponse, CoreTokenType,
 };
 use openidconnect::{
     AccessTokenHash, AdditionalClaims, AuthorizationCode, Client, ClientId, ClientSecret,
-    CsrfToken, EndSessionUrl, EndpointMaybeSet, EndpointNotSet, EndpointSet,
-    EmptyExtraTokenFields, IdToken, IdTokenFields, IssuerUrl, LogoutRequest, Nonce,
-    OAuth2TokenResponse, PkceCodeChallenge, PkceCodeVerifier, PostLogoutRedirectUrl,
-    ProviderMetadataWithLogout, RedirectUrl, RequestTokenError, Scope, StandardErrorResponse,
-    StandardTokenResponse, TokenResponse,
+    CsrfToken, EmptyExtraTokenFields, EndSessionUrl, EndpointMaybeSet, EndpointNotSet, EndpointSet,
+    IdToken, IdTokenFields, IssuerUrl, LogoutRequest, Nonce, OAuth2TokenResponse,
+    PkceCodeChallenge, PkceCodeVerifier, PostLogoutRedirectUrl, ProviderMetadataWithLogout,
+    RedirectUrl, RequestTokenError, Scope, StandardErrorResponse, StandardTokenResponse,
+    TokenResponse,
 };
 use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
@@ -122,7 +121,9 @@ pub enum SignInError {
     Refused(String),
     #[error("The identity provider did not accept the sign-in code: it was already used or has expired. Start again.")]
     CodeRejected,
-    #[error("The identity provider's ID token failed verification, so Gantry did not sign you in: {0}")]
+    #[error(
+        "The identity provider's ID token failed verification, so Gantry did not sign you in: {0}"
+    )]
     Verification(String),
     #[error("The identity provider at {issuer} did not answer: {detail}")]
     Unreachable { issuer: String, detail: String },
@@ -363,8 +364,8 @@ impl Oidc {
     pub async fn logout_url(&self, id_token: Option<&str>) -> Option<String> {
         let p = self.provider(false).await.ok()?;
         let end = p.end_session.clone()?;
-        let mut req = LogoutRequest::from(end)
-            .set_client_id(ClientId::new(self.config.client_id.clone()));
+        let mut req =
+            LogoutRequest::from(end).set_client_id(ClientId::new(self.config.client_id.clone()));
         if let Ok(u) = PostLogoutRedirectUrl::new(self.config.post_logout_url()) {
             req = req.set_post_logout_redirect_uri(u);
         }

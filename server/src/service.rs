@@ -1515,16 +1515,19 @@ impl Backend for Portal {
             id: uuid::Uuid::now_v7().to_string(),
             user: viewer.user.clone(),
             name,
-            prefix: token.chars().take(crate::auth::TOKEN_PREFIX.len() + 4).collect(),
+            prefix: token
+                .chars()
+                .take(crate::auth::TOKEN_PREFIX.len() + 4)
+                .collect(),
             created_at: now,
             expires_at: expires_in_days.map(|d| now + chrono::TimeDelta::days(d.into())),
             last_used_at: None,
             revoked_at: None,
         };
         self.db.insert_token(&row, &hash).await?;
-        let mut entry =
-            crate::db::AuditEntry::new(&viewer.user, "token.create", &viewer.user, now);
-        entry.after = Some(serde_json::json!({"id": row.id, "name": row.name, "expires_at": row.expires_at}));
+        let mut entry = crate::db::AuditEntry::new(&viewer.user, "token.create", &viewer.user, now);
+        entry.after =
+            Some(serde_json::json!({"id": row.id, "name": row.name, "expires_at": row.expires_at}));
         self.audit(entry).await?;
         Ok(NewApiToken {
             token,
@@ -1539,8 +1542,7 @@ impl Backend for Portal {
                 "you have no live API token with id '{id}'"
             )));
         }
-        let mut entry =
-            crate::db::AuditEntry::new(&viewer.user, "token.revoke", &viewer.user, now);
+        let mut entry = crate::db::AuditEntry::new(&viewer.user, "token.revoke", &viewer.user, now);
         entry.before = Some(serde_json::json!({"id": id}));
         self.audit(entry).await?;
         Ok(())

@@ -1505,6 +1505,9 @@ enum As {
     Token,
 }
 
+/// A row of the route × role table: method, path, JSON body, and who gets which status.
+type Row = (&'static str, String, Option<Value>, Vec<(As, u16)>);
+
 /// Every API route × role, with the expected status. Jobs: `{nlp}` and `{nlp2}` are jobs of
 /// alice's teammate bob (nlp's lead), `{vis}` is dave's (vision); mutating rows come in an
 /// order that leaves the later rows' expectations true.
@@ -1521,8 +1524,14 @@ async fn every_api_route_by_role(t: Target) {
         .await;
     assert_eq!(s, StatusCode::CREATED, "{tok}");
     let token = tok["token"].as_str().unwrap().to_string();
-    let nlp = bob.launch(llama(8)).await["id"].as_str().unwrap().to_string();
-    let nlp2 = bob.launch(llama(8)).await["id"].as_str().unwrap().to_string();
+    let nlp = bob.launch(llama(8)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let nlp2 = bob.launch(llama(8)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let vis = dave
         .launch(json!({ "template": "mistral-7b-sft", "gpus": 8 }))
         .await["id"]
@@ -1531,51 +1540,186 @@ async fn every_api_route_by_role(t: Target) {
         .to_string();
     let plain = reqwest::Client::new();
 
-    let all_in = |ok: u16| vec![(Anon, 401), (Member, ok), (Lead, ok), (Other, ok), (Admin, ok), (Token, ok)];
+    let all_in = |ok: u16| {
+        vec![
+            (Anon, 401),
+            (Member, ok),
+            (Lead, ok),
+            (Other, ok),
+            (Admin, ok),
+            (Token, ok),
+        ]
+    };
     let admin_only = |ok: u16| {
-        vec![(Anon, 401), (Member, 403), (Lead, 403), (Other, 403), (Admin, ok), (Token, 403)]
+        vec![
+            (Anon, 401),
+            (Member, 403),
+            (Lead, 403),
+            (Other, 403),
+            (Admin, ok),
+            (Token, 403),
+        ]
     };
     let template_yaml = "name: x\n";
     let quota_put = json!({ "nominal_gpus": 64 });
     // (method, path, JSON body, [(who, status)])
-    let table: Vec<(&str, String, Option<Value>, Vec<(As, u16)>)> = vec![
+    let table: Vec<Row> = vec![
         ("GET", "/healthz".into(), None, vec![(Anon, 200)]),
         ("GET", "/readyz".into(), None, vec![(Anon, 200)]),
         ("GET", "/api/v1/me".into(), None, all_in(200)),
         ("GET", "/api/v1/templates".into(), None, all_in(200)),
-        ("POST", "/api/v1/templates".into(), Some(json!(template_yaml)), admin_only(422)),
-        ("POST", "/api/v1/templates/llama-3.1-8b-fsdp/versions".into(), Some(json!(template_yaml)), admin_only(422)),
-        ("POST", "/api/v1/templates/no-such-template/deprecate".into(), None, admin_only(404)),
+        (
+            "POST",
+            "/api/v1/templates".into(),
+            Some(json!(template_yaml)),
+            admin_only(422),
+        ),
+        (
+            "POST",
+            "/api/v1/templates/llama-3.1-8b-fsdp/versions".into(),
+            Some(json!(template_yaml)),
+            admin_only(422),
+        ),
+        (
+            "POST",
+            "/api/v1/templates/no-such-template/deprecate".into(),
+            None,
+            admin_only(404),
+        ),
         ("GET", "/api/v1/pools".into(), None, all_in(200)),
         ("GET", "/api/v1/jobs".into(), None, all_in(200)),
-        ("GET", "/api/v1/jobs?team=vision".into(), None,
-            vec![(Anon, 401), (Member, 403), (Lead, 403), (Other, 200), (Admin, 200), (Token, 403)]),
-        ("POST", "/api/v1/jobs".into(), Some(json!({ "template": "no-such-template", "gpus": 8 })), all_in(422)),
-        ("POST", "/api/v1/manifests".into(), Some(llama(8)), vec![(Anon, 401), (Member, 404), (Admin, 404)]),
+        (
+            "GET",
+            "/api/v1/jobs?team=vision".into(),
+            None,
+            vec![
+                (Anon, 401),
+                (Member, 403),
+                (Lead, 403),
+                (Other, 200),
+                (Admin, 200),
+                (Token, 403),
+            ],
+        ),
+        (
+            "POST",
+            "/api/v1/jobs".into(),
+            Some(json!({ "template": "no-such-template", "gpus": 8 })),
+            all_in(422),
+        ),
+        (
+            "POST",
+            "/api/v1/manifests".into(),
+            Some(llama(8)),
+            vec![(Anon, 401), (Member, 404), (Admin, 404)],
+        ),
         ("GET", "/api/v1/quotas".into(), None, admin_only(200)),
-        ("POST", "/api/v1/quotas/preview".into(), Some(json!({ "changes": [] })), admin_only(200)),
-        ("GET", "/api/v1/quotas/nlp/hgx-h100".into(), None, admin_only(200)),
-        ("PUT", "/api/v1/quotas/nlp/hgx-h100".into(), Some(quota_put), admin_only(428)),
+        (
+            "POST",
+            "/api/v1/quotas/preview".into(),
+            Some(json!({ "changes": [] })),
+            admin_only(200),
+        ),
+        (
+            "GET",
+            "/api/v1/quotas/nlp/hgx-h100".into(),
+            None,
+            admin_only(200),
+        ),
+        (
+            "PUT",
+            "/api/v1/quotas/nlp/hgx-h100".into(),
+            Some(quota_put),
+            admin_only(428),
+        ),
         ("GET", "/api/v1/audit".into(), None, admin_only(200)),
-        ("GET", format!("/api/v1/jobs/{nlp}"), None,
-            vec![(Anon, 401), (Member, 200), (Lead, 200), (Other, 404), (Admin, 200), (Token, 200)]),
-        ("GET", format!("/api/v1/jobs/{vis}"), None,
-            vec![(Anon, 401), (Member, 404), (Lead, 404), (Other, 200), (Admin, 200), (Token, 404)]),
+        (
+            "GET",
+            format!("/api/v1/jobs/{nlp}"),
+            None,
+            vec![
+                (Anon, 401),
+                (Member, 200),
+                (Lead, 200),
+                (Other, 404),
+                (Admin, 200),
+                (Token, 200),
+            ],
+        ),
+        (
+            "GET",
+            format!("/api/v1/jobs/{vis}"),
+            None,
+            vec![
+                (Anon, 401),
+                (Member, 404),
+                (Lead, 404),
+                (Other, 200),
+                (Admin, 200),
+                (Token, 404),
+            ],
+        ),
         // A member may not cancel a teammate's job, another team cannot even see it; the
         // team's lead may (then it is finished: 409 for the admin after).
-        ("POST", format!("/api/v1/jobs/{nlp}/cancel"), None,
-            vec![(Anon, 401), (Member, 403), (Token, 403), (Other, 404), (Lead, 200), (Admin, 409)]),
-        ("POST", format!("/api/v1/jobs/{nlp2}/cancel"), None, vec![(Admin, 200)]),
-        ("POST", format!("/api/v1/jobs/{vis}/cancel"), None,
-            vec![(Member, 404), (Lead, 404), (Other, 200)]),
+        (
+            "POST",
+            format!("/api/v1/jobs/{nlp}/cancel"),
+            None,
+            vec![
+                (Anon, 401),
+                (Member, 403),
+                (Token, 403),
+                (Other, 404),
+                (Lead, 200),
+                (Admin, 409),
+            ],
+        ),
+        (
+            "POST",
+            format!("/api/v1/jobs/{nlp2}/cancel"),
+            None,
+            vec![(Admin, 200)],
+        ),
+        (
+            "POST",
+            format!("/api/v1/jobs/{vis}/cancel"),
+            None,
+            vec![(Member, 404), (Lead, 404), (Other, 200)],
+        ),
         ("GET", "/api/v1/events".into(), None, all_in(200)),
-        ("POST", "/api/v1/sim/advance".into(), Some(json!({ "seconds": 1 })), admin_only(200)),
+        (
+            "POST",
+            "/api/v1/sim/advance".into(),
+            Some(json!({ "seconds": 1 })),
+            admin_only(200),
+        ),
         ("GET", "/api/v1/tokens".into(), None, all_in(200)),
         // Tokens are made in a signed-in session only, never by a token.
-        ("POST", "/api/v1/tokens".into(), Some(json!({ "name": "t" })),
-            vec![(Anon, 401), (Member, 201), (Lead, 201), (Other, 201), (Admin, 201), (Token, 403)]),
-        ("DELETE", "/api/v1/tokens/no-such-token".into(), None, all_in(404)),
-        ("GET", "/api/v1/no-such-route".into(), None, vec![(Anon, 404), (Member, 404)]),
+        (
+            "POST",
+            "/api/v1/tokens".into(),
+            Some(json!({ "name": "t" })),
+            vec![
+                (Anon, 401),
+                (Member, 201),
+                (Lead, 201),
+                (Other, 201),
+                (Admin, 201),
+                (Token, 403),
+            ],
+        ),
+        (
+            "DELETE",
+            "/api/v1/tokens/no-such-token".into(),
+            None,
+            all_in(404),
+        ),
+        (
+            "GET",
+            "/api/v1/no-such-route".into(),
+            None,
+            vec![(Anon, 404), (Member, 404)],
+        ),
     ];
     let mut failures = Vec::new();
     for (method, path, body, expect) in &table {
@@ -1599,11 +1743,17 @@ async fn every_api_route_by_role(t: Target) {
             let res = req.send().await.unwrap();
             let got = res.status().as_u16();
             if got != *want {
-                failures.push(format!("{method} {path} as {who:?}: {got}, expected {want}"));
+                failures.push(format!(
+                    "{method} {path} as {who:?}: {got}, expected {want}"
+                ));
             }
         }
     }
-    assert!(failures.is_empty(), "route × role table:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "route × role table:\n{}",
+        failures.join("\n")
+    );
     finish(app, db).await;
 }
 
@@ -1620,7 +1770,10 @@ async fn api_tokens_are_created_used_and_revoked(t: Target) {
     };
 
     let (s, created) = alice
-        .post("/api/v1/tokens", json!({ "name": "ci-pipeline", "expires_in_days": 30 }))
+        .post(
+            "/api/v1/tokens",
+            json!({ "name": "ci-pipeline", "expires_in_days": 30 }),
+        )
         .await;
     assert_eq!(s, StatusCode::CREATED, "{created}");
     let token = created["token"].as_str().unwrap().to_string();
@@ -1643,12 +1796,13 @@ async fn api_tokens_are_created_used_and_revoked(t: Target) {
             .unwrap();
         use sqlx::Row;
         rows.iter()
-            .flat_map(|r| {
-                ["token_hash", "prefix", "name"].map(|c| r.get::<String, _>(c))
-            })
+            .flat_map(|r| ["token_hash", "prefix", "name"].map(|c| r.get::<String, _>(c)))
             .collect()
     };
-    assert!(stored.iter().all(|v| !v.contains(&token[7..])), "{stored:?}");
+    assert!(
+        stored.iter().all(|v| !v.contains(&token[7..])),
+        "{stored:?}"
+    );
 
     // Used: it is alice, with alice's rights and no more.
     let res = with_token(&token, "/api/v1/me").await.unwrap();
@@ -1671,7 +1825,9 @@ async fn api_tokens_are_created_used_and_revoked(t: Target) {
     assert!(list[0]["last_used_at"].is_string(), "{list}");
 
     // A wrong or malformed token is a 401, never a fallback to a cookie.
-    let res = with_token("gantry_not-a-real-token", "/api/v1/me").await.unwrap();
+    let res = with_token("gantry_not-a-real-token", "/api/v1/me")
+        .await
+        .unwrap();
     assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
     let res = alice
         .http
@@ -1684,9 +1840,15 @@ async fn api_tokens_are_created_used_and_revoked(t: Target) {
 
     // Bad input names the field.
     let (s, e) = alice.post("/api/v1/tokens", json!({ "name": "  " })).await;
-    assert_eq!((s, e["error"]["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("name")));
+    assert_eq!(
+        (s, e["error"]["field"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("name"))
+    );
     let (s, e) = alice
-        .post("/api/v1/tokens", json!({ "name": "x", "expires_in_days": 4000 }))
+        .post(
+            "/api/v1/tokens",
+            json!({ "name": "x", "expires_in_days": 4000 }),
+        )
         .await;
     assert_eq!(
         (s, e["error"]["field"].as_str()),
@@ -1714,7 +1876,10 @@ async fn api_tokens_are_created_used_and_revoked(t: Target) {
     let res = with_token(&token, "/api/v1/me").await.unwrap();
     assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
     let e: Value = res.json().await.unwrap();
-    assert!(e["error"]["message"].as_str().unwrap().contains("revoked"), "{e}");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("revoked"),
+        "{e}"
+    );
     let (_, list) = alice.get("/api/v1/tokens").await;
     assert!(list[0]["revoked_at"].is_string());
     // Both are in the audit log.
@@ -1749,7 +1914,13 @@ async fn cross_site_posts_are_refused(t: Target) {
             .unwrap();
         assert_eq!(res.status(), StatusCode::FORBIDDEN, "{evil}");
         let e: Value = res.json().await.unwrap();
-        assert!(e["error"]["message"].as_str().unwrap().contains("cross-site request refused"), "{e}");
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("cross-site request refused"),
+            "{e}"
+        );
     }
     let res = alice
         .http

@@ -118,7 +118,10 @@ fn Profile() -> impl IntoView {
 }
 
 #[component]
-fn TokenTable(list: Vec<ApiTokenInfo>, revoke: Action<String, Result<(), crate::error::ApiError>>) -> impl IntoView {
+fn TokenTable(
+    list: Vec<ApiTokenInfo>,
+    revoke: Action<String, Result<(), crate::error::ApiError>>,
+) -> impl IntoView {
     view! {
         <table class="audit-table" data-testid="token-table">
             <thead><tr><th>"Name"</th><th>"Token"</th><th>"Created (UTC)"</th><th>"Expires (UTC)"</th><th>"Last used (UTC)"</th><th>"State"</th><th></th></tr></thead>
