@@ -1,0 +1,69 @@
+import { expect, request, test } from "@playwright/test";
+import { SHOTS, apiAs, cancelEverything, hydrated, launch, signIn } from "./helpers";
+
+test.beforeEach(async ({ baseURL }) => {
+  await cancelEverything(baseURL!);
+});
+
+test("a personal API token is created on the profile page, shown once, used, and refused once revoked", async ({ page, baseURL }) => {
+  await signIn(page, "alice");
+  await page.getByTestId("viewer").click();
+  await expect(page).toHaveURL(/\/profile$/);
+  await hydrated(page);
+  await expect(page.getByTestId("profile-teams")).toHaveText("nlp (member)");
+  await expect(page.getByTestId("no-tokens")).toBeVisible();
+  await page.getByTestId("token-name").fill("e2e-agent");
+  await page.getByTestId("token-days").fill("7");
+  await page.getByTestId("token-create").click();
+  const secret = await page.getByTestId("token-secret").inputValue();
+  expect(secret).toMatch(/^gantry_[A-Za-z0-9_-]{43}$/);
+  const row = page.getByTestId("token-e2e-agent");
+  await expect(row).toContainText("live");
+  await expect(row).not.toContainText(secret);
+  await page.screenshot({ path: `${SHOTS}/profile-token-created.png`, fullPage: true });
+
+  // The token speaks for alice, with her rights only.
+  const api = await request.newContext({ baseURL, extraHTTPHeaders: { authorization: `Bearer ${secret}` } });
+  const me = await api.get("/api/v1/me");
+  expect(me.status()).toBe(200);
+  expect((await me.json()).user).toBe("alice");
+  expect((await api.get("/api/v1/quotas")).status()).toBe(403);
+
+  // Shown once: a reload lists it without the secret.
+  await page.reload();
+  await hydrated(page);
+  await expect(page.getByTestId("token-secret")).toHaveCount(0);
+  await expect(page.getByTestId("token-e2e-agent")).toContainText("gantry_");
+  expect(await page.content()).not.toContain(secret);
+
+  await page.getByTestId("revoke-e2e-agent").click();
+  await expect(page.getByTestId("token-e2e-agent")).toContainText("revoked");
+  expect((await api.get("/api/v1/me")).status()).toBe(401);
+  await api.dispose();
+});
+
+test("a cross-site form post with the user's cookie is refused and changes nothing", async ({ page, baseURL }) => {
+  const alice = await apiAs(baseURL!, "alice");
+  const job = await launch(alice, { template: "llama-3.1-8b-fsdp", gpus: 8, name: "e2e-csrf-target" });
+  await signIn(page, "alice");
+  // Another origin on the same host (another port: the same *site*, so the SameSite=Lax
+  // cookie goes along): a page there posts a form to Gantry's cancel route.
+  const evil = "http://127.0.0.1:9/evil.html";
+  await page.route(evil, (route) =>
+    route.fulfill({
+      contentType: "text/html",
+      body: `<form id="f" method="post" action="${baseURL}/api/v1/jobs/${job.id}/cancel"></form>
+             <script>document.getElementById("f").submit()</script>`,
+    }),
+  );
+  const refused = page.waitForResponse((r) => r.url().endsWith(`/api/v1/jobs/${job.id}/cancel`));
+  await page.goto(evil);
+  const res = await refused;
+  expect(res.status()).toBe(403);
+  expect(await res.text()).toContain("cross-site request refused");
+  // The cookie did go along: only the Origin check stopped it.
+  expect((await res.request().allHeaders())["cookie"]).toContain("gantry_session");
+  const after = await (await alice.get(`/api/v1/jobs/${job.id}`)).json();
+  expect(after.state).not.toBe("cancelled");
+  await alice.dispose();
+});
