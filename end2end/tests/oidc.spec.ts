@@ -25,6 +25,11 @@ async function ssoSignIn(page: Page, user: string) {
 }
 
 test("members, leads and admins sign in through the provider with their team and role, and sign out there too", async ({ page }) => {
+  await page.goto(`${gantry}/login`);
+  await expect(page.getByTestId("sso-login")).toHaveText("Sign in with Test IdP");
+  await expect(page.getByTestId("login-alice")).toHaveCount(0); // no demo sign-in with OIDC
+  expect((await page.request.post(`${gantry}/auth/dev/login`, { form: { user: "carol" } })).status()).toBe(404);
+  await page.screenshot({ path: `${SHOTS}/oidc-login.png` });
   await ssoSignIn(page, "nina");
   await expect(page.getByTestId("viewer")).toHaveText("Nina Kowalski");
   await expect(page.getByTestId("viewer-role")).toHaveText("nlp member");
@@ -114,10 +119,20 @@ test("a tampered state is refused with a clear page and signs nobody in", async 
   expect((await page.request.get(`${gantry}/api/v1/me`)).status()).toBe(401);
 });
 
+const sessionCookie = async (page: Page) =>
+  (await page.context().cookies(gantry)).find((c) => c.name === "gantry_session");
+
 test("a replayed authorization code is refused by the provider and by Gantry", async ({ page }) => {
   const first = await callbackFor(page, "nina");
+  const before = await sessionCookie(page);
   await page.goto(first.toString());
   await expect(page.getByTestId("viewer")).toHaveText("Nina Kowalski");
+  // The session id changed at sign-in; the cookie is HttpOnly and SameSite=Lax (not Secure:
+  // this test server is http on loopback).
+  const after = await sessionCookie(page);
+  expect(before).toBeTruthy();
+  expect(after!.value).not.toBe(before!.value);
+  expect(after).toMatchObject({ httpOnly: true, sameSite: "Lax", secure: false });
   // A second sign-in in the same browser (the provider answers at once: its session is
   // alive); offer Gantry the first, already used code with the new attempt's state.
   const second = await callbackFor(page, "nina");

@@ -961,8 +961,15 @@ fn the_deployments_configuration_loads_and_its_probes_exist() {
     let config = Config::from_figment(fig).expect("deploy/configmap.yaml is a valid configuration");
     assert_eq!(config.cluster.backend, crate::config::ClusterBackend::Kube);
     assert!(!config.auth.dev_login());
-    let oidc = config.auth.oidc.as_ref().expect("production signs in with OIDC");
-    assert!(oidc.client_secret.is_none(), "the secret comes from a Secret, not the ConfigMap");
+    let oidc = config
+        .auth
+        .oidc
+        .as_ref()
+        .expect("production signs in with OIDC");
+    assert!(
+        oidc.client_secret.is_none(),
+        "the secret comes from a Secret, not the ConfigMap"
+    );
     assert!(config.auth.secure());
     let d = &deploy_docs("deployment.yaml")[0];
     let c = &d["spec"]["template"]["spec"]["containers"][0];
