@@ -397,17 +397,22 @@ impl FromRequestParts<AppState> for ApiViewer {
 /// Refuses a state-changing request a browser sent from another origin. Cookies are
 /// `SameSite=Lax`, which stops other sites but not another port or subdomain of the same
 /// site; so every POST/PUT/PATCH/DELETE that a browser sends must also carry an `Origin`
-/// (or `Sec-Fetch-Site`) naming this server. Requests with an `Authorization` header carry
+/// (or `Sec-Fetch-Site`) naming this server. API calls with an `Authorization` header carry
 /// no ambient credential and pass; so do clients that send neither header (not browsers).
 pub async fn csrf_guard(
     State(state): State<AppState>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    if matches!(
-        *req.method(),
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
-    ) || req.headers().contains_key(http::header::AUTHORIZATION)
+    // A token-authenticated API call: `ApiViewer` judges it by its token alone. Elsewhere
+    // (server functions, sign-out) an Authorization header proves nothing and is no pass.
+    let token_call = req.uri().path().starts_with("/api/v1/")
+        && req.headers().contains_key(http::header::AUTHORIZATION);
+    if token_call
+        || matches!(
+            *req.method(),
+            Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+        )
     {
         return next.run(req).await;
     }

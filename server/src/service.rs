@@ -235,7 +235,13 @@ impl Portal {
         if row.revoked_at.is_some() || row.expires_at.is_some_and(|e| e <= now) {
             return Err(refused());
         }
-        self.db.touch_token(&row.id, now).await?;
+        // "Last used" to the minute: not a database write on every call.
+        if row
+            .last_used_at
+            .is_none_or(|t| now - t > chrono::TimeDelta::minutes(1))
+        {
+            self.db.touch_token(&row.id, now).await?;
+        }
         self.db.get_viewer(&row.user).await?.ok_or_else(refused)
     }
 

@@ -643,7 +643,11 @@ async fn quota_api_checks_values_refuses_stale_edits_and_audits(t: Target) {
     );
     assert_eq!(log[0]["address"], "127.0.0.1");
     assert_eq!(log[1]["action"], "auth.sign_in");
-    assert!(log[0]["at"].as_str().unwrap() >= log[1]["at"].as_str().unwrap());
+    // As times, not strings: RFC 3339 drops a zero fraction ("…:05Z" sorts after "…:05.1Z").
+    let at = |e: &Value| {
+        chrono::DateTime::parse_from_rfc3339(e["at"].as_str().unwrap()).expect("RFC 3339 time")
+    };
+    assert!(at(&log[0]) >= at(&log[1]), "{log:?}");
     let (_, only) = carol.get("/api/v1/audit?action=auth.sign_in").await;
     assert_eq!(only.as_array().unwrap().len(), 1);
     let (status, err) = carol.get("/api/v1/audit?format=xml").await;
@@ -1930,6 +1934,18 @@ async fn cross_site_posts_are_refused(t: Target) {
         .await
         .unwrap();
     assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    // Outside /api/v1 an Authorization header is no pass: the cookie is what would act.
+    let res = alice
+        .http
+        .post(format!("{}/auth/logout", app.base))
+        .header("origin", "https://evil.example")
+        .bearer_auth("anything")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    let (s, _) = alice.get("/api/v1/me").await;
+    assert_eq!(s, StatusCode::OK, "still signed in");
     let (_, j) = alice.get(&format!("/api/v1/jobs/{id}")).await;
     assert_ne!(j["state"], "cancelled", "{j}");
     // From Gantry's own pages: accepted.
