@@ -133,6 +133,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/jobs/{id}/cancel", post(cancel))
         .route("/api/v1/events", get(events))
         .route("/api/v1/sim/advance", post(sim_advance))
+        .route("/api/v1/usage", get(usage))
         .route("/api/v1/tokens", get(list_tokens).post(create_token))
         .route("/api/v1/tokens/{id}", axum::routing::delete(revoke_token))
         .route("/api/v1/{*rest}", axum::routing::any(no_such_route))
@@ -712,4 +713,133 @@ async fn revoke_token(
     use app::backend::Backend;
     state.portal.revoke_token(&v, &id).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UsageQuery {
+    from: Option<String>,
+    to: Option<String>,
+    group_by: Option<String>,
+    bucket: Option<String>,
+    team: Option<String>,
+    format: Option<String>,
+}
+
+/// A date (`2026-11-01`, midnight in the accounting time zone) or an RFC 3339 time.
+fn usage_time(
+    field: &str,
+    v: &str,
+    tz: chrono_tz::Tz,
+) -> Result<chrono::DateTime<chrono::Utc>, ApiError> {
+    if let Ok(d) = v.parse::<chrono::NaiveDate>() {
+        return Ok(crate::usage::local_midnight(d, tz));
+    }
+    chrono::DateTime::parse_from_rfc3339(v)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|_| {
+            ApiError::invalid(
+                field,
+                format!("'{v}' is neither a date (2026-11-01) nor an RFC 3339 time"),
+            )
+        })
+}
+
+/// `GET /api/v1/usage`: GPU-hours allocated, used and idle, and efficiency, per bucket and
+/// group (leads: their teams; admins: all). `format=csv` gives the same rows as CSV.
+async fn usage(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+    Query(q): Query<UsageQuery>,
+) -> ApiResult<Response> {
+    use crate::usage::{Bucket, GroupBy};
+    let tz = state.portal.usage_tz();
+    let today = state.portal.cluster.now().with_timezone(&tz).date_naive();
+    let to = match &q.to {
+        Some(t) => usage_time("to", t, tz)?,
+        None => crate::usage::local_midnight(today + chrono::Duration::days(1), tz),
+    };
+    let from = match &q.from {
+        Some(f) => usage_time("from", f, tz)?,
+        None => to - chrono::Duration::days(30),
+    };
+    if to <= from {
+        return Err(ApiError::invalid("to", "must be after from").into());
+    }
+    if to - from > chrono::Duration::days(400) {
+        return Err(ApiError::invalid("to", "a report spans at most 400 days").into());
+    }
+    let group_by = match q.group_by.as_deref().unwrap_or("team") {
+        "team" => GroupBy::Team,
+        "user" => GroupBy::User,
+        "pool" => GroupBy::Pool,
+        "template" => GroupBy::Template,
+        other => {
+            return Err(ApiError::invalid(
+                "group_by",
+                format!("'{other}' is not one of team, user, pool, template"),
+            )
+            .into())
+        }
+    };
+    let bucket = match q.bucket.as_deref().unwrap_or("day") {
+        "day" => Bucket::Day,
+        "week" => Bucket::Week,
+        "month" => Bucket::Month,
+        other => {
+            return Err(ApiError::invalid(
+                "bucket",
+                format!("'{other}' is not one of day, week, month"),
+            )
+            .into())
+        }
+    };
+    let csv = match q.format.as_deref().unwrap_or("json") {
+        "json" => false,
+        "csv" => true,
+        other => {
+            return Err(ApiError::invalid("format", format!("'{other}' is not json or csv")).into())
+        }
+    };
+    let rows = state
+        .portal
+        .usage(&v, from, to, group_by, bucket, q.team.as_deref())
+        .await?;
+    if csv {
+        return Ok((
+            [
+                (http::header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+                (
+                    http::header::CONTENT_DISPOSITION,
+                    "attachment; filename=\"gantry-usage.csv\"",
+                ),
+            ],
+            crate::usage::to_csv(&rows, group_by),
+        )
+            .into_response());
+    }
+    let key = group_by.as_str();
+    let rows: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "bucket_start": r.bucket_start,
+                key: r.key,
+                "gpu_hours_allocated": r.gpu_hours_allocated,
+                "gpu_hours_used": r.gpu_hours_used,
+                "gpu_hours_idle": r.gpu_hours_idle,
+                "gpu_hours_unmeasured": r.gpu_hours_unmeasured,
+                "efficiency": r.efficiency,
+            })
+        })
+        .collect();
+    Ok(Json(serde_json::json!({
+        "from": from,
+        "to": to,
+        "time_zone": tz.name(),
+        "group_by": key,
+        "bucket": q.bucket.as_deref().unwrap_or("day"),
+        "rows": rows,
+    }))
+    .into_response())
 }

@@ -36,7 +36,22 @@ pub struct Config {
     pub sim: SimConfig,
     pub kube: KubeSettings,
     pub auth: AuthConfig,
+    pub usage: UsageConfig,
     pub demo: DemoConfig,
+}
+
+/// `[usage]`: GPU accounting.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsageConfig {
+    /// The IANA time zone whose days, weeks and months reports count in, e.g. `Europe/Berlin`.
+    pub time_zone: String,
+}
+
+impl UsageConfig {
+    pub fn tz(&self) -> chrono_tz::Tz {
+        self.time_zone.parse().unwrap_or(chrono_tz::Tz::UTC)
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -336,6 +351,9 @@ impl Default for Config {
                 secure_cookies: false,
                 oidc: None,
             },
+            usage: UsageConfig {
+                time_zone: "UTC".into(),
+            },
             demo: DemoConfig {
                 seed: true,
                 jobs: true,
@@ -409,6 +427,15 @@ impl Config {
         }
         if let Some(oidc) = &self.auth.oidc {
             oidc.validate()?;
+        }
+        if self.usage.time_zone.parse::<chrono_tz::Tz>().is_err() {
+            return Err(ConfigError::Invalid {
+                key: "usage.time_zone",
+                message: format!(
+                    "'{}' is not an IANA time zone name such as UTC or Europe/Berlin",
+                    self.usage.time_zone
+                ),
+            });
         }
         if self.auth.dev_login() && !self.server.addr.ip().is_loopback() {
             return Err(ConfigError::Invalid {
@@ -630,6 +657,17 @@ mod tests {
             c.auth.oidc.unwrap().post_logout_url(),
             "https://gantry.example.com/login"
         );
+    }
+
+    #[test]
+    fn the_accounting_time_zone_is_an_iana_name() {
+        assert_eq!(with(&[]).unwrap().usage.tz(), chrono_tz::Tz::UTC);
+        let c = with(&[("usage.time_zone", "Europe/Berlin")]).unwrap();
+        assert_eq!(c.usage.tz(), chrono_tz::Europe::Berlin);
+        let e = with(&[("usage.time_zone", "CET+1")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("usage.time_zone"), "{e}");
     }
 
     #[test]

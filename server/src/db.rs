@@ -92,6 +92,42 @@ fn token_row(r: &AnyRow) -> Result<TokenRow> {
     })
 }
 
+/// GPU accounting in the same transaction as the state change: admission opens a run
+/// interval, leaving the GPUs (preempted back to the queue, or finished) closes it. A job
+/// cancelled while queued never had one, so it counts nothing.
+async fn record_interval(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    t: &Transition<'_>,
+) -> Result<()> {
+    match t.to {
+        JobState::Admitted => {
+            sqlx::query(
+                "INSERT INTO job_interval (interval_id, job_id, team_id, user_id, pool_id, template_id, gpus, start_ms) \
+                 SELECT $1, job_id, team_id, user_id, pool_id, template_id, gpus, $2 FROM job WHERE job_id = $3",
+            )
+            .bind(uuid::Uuid::now_v7().to_string())
+            .bind(ms(t.at))
+            .bind(t.job_id)
+            .execute(&mut **tx)
+            .await
+            .map_err(map_err)?;
+        }
+        JobState::Queued | JobState::Succeeded | JobState::Failed | JobState::Cancelled => {
+            sqlx::query(
+                "UPDATE job_interval SET end_ms = CASE WHEN $1 < start_ms THEN start_ms ELSE $1 END \
+                 WHERE job_id = $2 AND end_ms IS NULL",
+            )
+            .bind(ms(t.at))
+            .bind(t.job_id)
+            .execute(&mut **tx)
+            .await
+            .map_err(map_err)?;
+        }
+        JobState::Running => {}
+    }
+    Ok(())
+}
+
 fn role_name(role: Role) -> &'static str {
     match role {
         Role::Member => "member",
@@ -459,6 +495,48 @@ impl Db {
             .await
             .map_err(map_err)?;
         rows.iter().map(|r| Ok(r.try_get("team_id")?)).collect()
+    }
+
+    // ---- GPU accounting ---------------------------------------------------------------
+
+    /// Run intervals overlapping `[from, to)` (open ones included), optionally of some
+    /// teams only.
+    pub async fn intervals_overlapping(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        teams: Option<&[String]>,
+    ) -> Result<Vec<crate::usage::Interval>> {
+        let mut sql =
+            "SELECT team_id, user_id, pool_id, template_id, gpus, start_ms, end_ms, util_mean \
+                       FROM job_interval WHERE start_ms < $1 AND (end_ms IS NULL OR end_ms > $2)"
+                .to_string();
+        if let Some(teams) = teams {
+            if teams.is_empty() {
+                return Ok(Vec::new());
+            }
+            let marks: Vec<String> = (0..teams.len()).map(|i| format!("${}", i + 3)).collect();
+            sql.push_str(&format!(" AND team_id IN ({})", marks.join(", ")));
+        }
+        let mut q = sqlx::query(&sql).bind(ms(to)).bind(ms(from));
+        for t in teams.unwrap_or_default() {
+            q = q.bind(t);
+        }
+        let rows = q.fetch_all(&self.pool).await.map_err(map_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok(crate::usage::Interval {
+                    team: r.try_get("team_id")?,
+                    user: r.try_get("user_id")?,
+                    pool: r.try_get("pool_id")?,
+                    template: r.try_get("template_id")?,
+                    gpus: r.try_get::<i64, _>("gpus")? as u32,
+                    start: from_ms(r.try_get("start_ms")?),
+                    end: r.try_get::<Option<i64>, _>("end_ms")?.map(from_ms),
+                    util: r.try_get("util_mean")?,
+                })
+            })
+            .collect()
     }
 
     // ---- personal API tokens ------------------------------------------------------------
@@ -1077,6 +1155,7 @@ impl Db {
         }
         let changed = q.execute(&mut *tx).await.map_err(map_err)?.rows_affected() > 0;
         if changed {
+            record_interval(&mut tx, t).await?;
             insert_event(
                 &mut tx,
                 t.job_id,

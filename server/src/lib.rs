@@ -15,4 +15,5 @@ pub mod service;
 pub mod session_store;
 pub mod startup;
 pub mod template_def;
+pub mod usage;
 pub mod whatif;

@@ -52,6 +52,8 @@ pub struct Portal {
     sso_provider: Option<String>,
     /// Sessions end this long after sign-in.
     session_absolute: chrono::TimeDelta,
+    /// The time zone accounting days are counted in.
+    usage_tz: chrono_tz::Tz,
     /// The Kubernetes object settings, when that is the back end.
     kube: Option<crate::config::KubeSettings>,
     /// Quota edits one at a time (with the version check, two admins never overwrite).
@@ -201,6 +203,7 @@ impl Portal {
             dev_login,
             sso_provider: None,
             session_absolute: chrono::TimeDelta::hours(24),
+            usage_tz: chrono_tz::Tz::UTC,
             kube: None,
             quota_edits: tokio::sync::Mutex::new(()),
         }
@@ -212,6 +215,64 @@ impl Portal {
         self.session_absolute =
             chrono::TimeDelta::milliseconds((auth.session_absolute_minutes * 60_000.0) as i64);
         self
+    }
+
+    /// Accounting settings: the time zone of report days.
+    pub fn with_usage(mut self, usage: &crate::config::UsageConfig) -> Self {
+        self.usage_tz = usage.tz();
+        self
+    }
+
+    pub fn usage_tz(&self) -> chrono_tz::Tz {
+        self.usage_tz
+    }
+
+    /// A usage report over `[from, to)`. Leads see the teams they lead, admins every team;
+    /// `team` narrows it to one.
+    pub async fn usage(
+        &self,
+        viewer: &Viewer,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        group_by: crate::usage::GroupBy,
+        bucket: crate::usage::Bucket,
+        team: Option<&str>,
+    ) -> Result<Vec<crate::usage::UsageRow>, ApiError> {
+        let led: Vec<String> = viewer
+            .teams
+            .iter()
+            .filter(|m| m.role == Role::Lead)
+            .map(|m| m.team.clone())
+            .collect();
+        let teams: Option<Vec<String>> = match team {
+            Some(t) if viewer.is_admin || led.iter().any(|l| l == t) => Some(vec![t.to_string()]),
+            Some(t) => {
+                return Err(ApiError::forbidden(format!(
+                    "only a lead of team '{t}' or an admin sees its usage"
+                ))
+                .with_field("team"))
+            }
+            None if viewer.is_admin => None,
+            None if !led.is_empty() => Some(led),
+            None => {
+                return Err(ApiError::forbidden(
+                    "usage reports are for team leads and admins",
+                ))
+            }
+        };
+        let intervals = self
+            .db
+            .intervals_overlapping(from, to, teams.as_deref())
+            .await?;
+        Ok(crate::usage::report(
+            &intervals,
+            from,
+            to,
+            self.cluster.now(),
+            group_by,
+            bucket,
+            self.usage_tz,
+        ))
     }
 
     pub fn session_absolute(&self) -> chrono::TimeDelta {

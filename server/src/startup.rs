@@ -216,7 +216,7 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         live_tx,
         config.auth.dev_login(),
     );
-    portal = portal.with_auth(&config.auth);
+    portal = portal.with_auth(&config.auth).with_usage(&config.usage);
     if kube.is_some() {
         portal = portal.with_kube(config.kube.clone());
     }

@@ -230,6 +230,7 @@ on_both!(
     api_tokens_are_created_used_and_revoked,
     cross_site_posts_are_refused,
     sessions_end_at_their_absolute_lifetime,
+    usage_counts_gpu_hours_from_admission_to_the_end,
     templates_are_created_versioned_and_deprecated_by_admins,
 );
 
@@ -1986,5 +1987,108 @@ async fn sessions_end_at_their_absolute_lifetime(t: Target) {
         .await
         .unwrap();
     assert!(html.contains("Your session expired"), "{html}");
+    finish(app, db).await;
+}
+
+async fn usage_counts_gpu_hours_from_admission_to_the_end(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let bob = app.client("bob").await;
+    let carol = app.client("carol").await;
+    let dave = app.client("dave").await;
+
+    // 16 GPUs in hgx-h200 admitted at once, held 1 h (manual sim clock), then cancelled:
+    // 16 GPU-hours. A second 16 would pass nlp's 24 there: queued, cancelled while queued.
+    let h200 = json!({ "template": "llama-3.1-8b-fsdp", "gpus": 16, "pool": "hgx-h200" });
+    let ran = alice.launch(h200.clone()).await;
+    assert_eq!(ran["state"], "admitted");
+    let waited = alice.launch(h200).await;
+    assert_eq!(waited["state"], "queued", "{waited}");
+    carol.advance(3600).await;
+    for j in [&ran, &waited] {
+        let (s, _) = alice
+            .post(
+                &format!("/api/v1/jobs/{}/cancel", j["id"].as_str().unwrap()),
+                json!({}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK);
+    }
+    // Time after the end adds nothing.
+    carol.advance(3600).await;
+
+    let total = |v: &Value, field: &str| -> f64 {
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r[field].as_f64().unwrap())
+            .sum()
+    };
+    let (s, report) = bob.get("/api/v1/usage?group_by=team&bucket=day").await;
+    assert_eq!(s, StatusCode::OK, "{report}");
+    assert_eq!(total(&report, "gpu_hours_allocated"), 16.0, "{report}");
+    assert!(report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["team"] == "nlp"));
+    // Not measured (no metrics yet): allocated, neither used nor idle.
+    assert_eq!(total(&report, "gpu_hours_unmeasured"), 16.0);
+    let (_, by_pool) = carol.get("/api/v1/usage?group_by=pool").await;
+    let pools: Vec<&str> = by_pool["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["pool"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        total(&by_pool, "gpu_hours_allocated"),
+        16.0,
+        "the queued job counted: {by_pool}"
+    );
+    assert!(pools.iter().all(|p| *p == "hgx-h200"), "{by_pool}");
+
+    // The CSV has the same numbers.
+    let csv = bob
+        .http
+        .get(format!("{}/api/v1/usage?format=csv", app.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "bucket_start,team,gpu_hours_allocated,gpu_hours_used,gpu_hours_idle,gpu_hours_unmeasured,efficiency"
+    );
+    let csv_total: f64 = lines
+        .map(|l| l.split(',').nth(2).unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert_eq!(csv_total, 16.0);
+
+    // Who may see what: leads their team, admins all, members and other leads not.
+    let (s, _) = alice.get("/api/v1/usage").await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, e) = dave.get("/api/v1/usage?team=nlp").await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_eq!(e["error"]["field"], "team");
+    let (s, _) = carol.get("/api/v1/usage?team=nlp").await;
+    assert_eq!(s, StatusCode::OK);
+    // Bad input names the field.
+    for (q, field) in [
+        ("group_by=colour", "group_by"),
+        ("bucket=year", "bucket"),
+        ("format=xml", "format"),
+        ("from=yesterday", "from"),
+        ("from=2026-11-02&to=2026-11-01", "to"),
+    ] {
+        let (s, e) = carol.get(&format!("/api/v1/usage?{q}")).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{q}: {e}");
+        assert_eq!(e["error"]["field"], field, "{q}");
+    }
     finish(app, db).await;
 }

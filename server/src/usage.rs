@@ -1,0 +1,213 @@
+//! GPU accounting: GPU-hours allocated, used (allocation × utilization), idle, and
+//! efficiency, per team, user, pool or template, per day, week or month in the configured
+//! time zone.
+//!
+//! The rules:
+//! - A job counts from admission to the end of each run interval; a preempted job's intervals
+//!   add up; time in the queue counts nothing.
+//! - An interval is split at bucket boundaries in the configured time zone (so a
+//!   Europe/Berlin day in which the clocks go back holds 25 hours).
+//! - A report over `[from, to)` counts exactly the part of each interval inside it; a running
+//!   job counts up to `now`.
+//! - Used and idle hours come from the interval's stored mean utilization. An interval whose
+//!   utilization is not known yet counts as allocated and `unmeasured`, not as idle.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Datelike, Duration, NaiveDate, TimeZone, Utc};
+use chrono_tz::Tz;
+use serde::{Deserialize, Serialize};
+
+/// One run interval of a job, as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Interval {
+    pub team: String,
+    pub user: String,
+    pub pool: String,
+    pub template: String,
+    pub gpus: u32,
+    pub start: DateTime<Utc>,
+    /// `None` while the job still holds its GPUs.
+    pub end: Option<DateTime<Utc>>,
+    /// Mean GPU utilization over the interval, 0..=1, once known.
+    pub util: Option<f64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    Team,
+    User,
+    Pool,
+    Template,
+}
+
+impl GroupBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupBy::Team => "team",
+            GroupBy::User => "user",
+            GroupBy::Pool => "pool",
+            GroupBy::Template => "template",
+        }
+    }
+
+    fn key(self, i: &Interval) -> &str {
+        match self {
+            GroupBy::Team => &i.team,
+            GroupBy::User => &i.user,
+            GroupBy::Pool => &i.pool,
+            GroupBy::Template => &i.template,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bucket {
+    Day,
+    /// Weeks start on Monday (ISO 8601).
+    Week,
+    Month,
+}
+
+/// One row of a report: a bucket (its first local date) and a group.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct UsageRow {
+    /// The bucket's first day in the configured time zone, `YYYY-MM-DD`.
+    pub bucket_start: NaiveDate,
+    pub key: String,
+    pub gpu_hours_allocated: f64,
+    pub gpu_hours_used: f64,
+    pub gpu_hours_idle: f64,
+    /// Allocated hours whose utilization is not known (yet).
+    pub gpu_hours_unmeasured: f64,
+    /// Used ÷ measured allocated hours; `None` when nothing was measured.
+    pub efficiency: Option<f64>,
+}
+
+/// The local date a bucket containing `date` starts on.
+pub fn bucket_of(date: NaiveDate, bucket: Bucket) -> NaiveDate {
+    match bucket {
+        Bucket::Day => date,
+        Bucket::Week => date - Duration::days(date.weekday().num_days_from_monday().into()),
+        Bucket::Month => date.with_day(1).expect("day 1 exists"),
+    }
+}
+
+fn next_bucket(start: NaiveDate, bucket: Bucket) -> NaiveDate {
+    match bucket {
+        Bucket::Day => start + Duration::days(1),
+        Bucket::Week => start + Duration::days(7),
+        Bucket::Month => {
+            let (y, m) = if start.month() == 12 {
+                (start.year() + 1, 1)
+            } else {
+                (start.year(), start.month() + 1)
+            };
+            NaiveDate::from_ymd_opt(y, m, 1).expect("first of a month")
+        }
+    }
+}
+
+/// The instant a local date begins in `tz`. Where midnight does not exist (a DST jump at
+/// midnight), the day begins at the first instant that does.
+pub fn local_midnight(date: NaiveDate, tz: Tz) -> DateTime<Utc> {
+    let mut t = date.and_hms_opt(0, 0, 0).expect("midnight");
+    for _ in 0..180 {
+        if let Some(x) = tz.from_local_datetime(&t).earliest() {
+            return x.with_timezone(&Utc);
+        }
+        t += Duration::minutes(1);
+    }
+    Utc.from_utc_datetime(&date.and_hms_opt(0, 0, 0).expect("midnight"))
+}
+
+fn local_date(t: DateTime<Utc>, tz: Tz) -> NaiveDate {
+    t.with_timezone(&tz).date_naive()
+}
+
+#[derive(Default, Clone, Copy)]
+struct Sums {
+    allocated_ms: f64,
+    used_ms: f64,
+    measured_ms: f64,
+}
+
+/// The report over `[from, to)`: rows sorted by bucket, then group.
+pub fn report(
+    intervals: &[Interval],
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    now: DateTime<Utc>,
+    group_by: GroupBy,
+    bucket: Bucket,
+    tz: Tz,
+) -> Vec<UsageRow> {
+    let mut sums: BTreeMap<(NaiveDate, String), Sums> = BTreeMap::new();
+    for i in intervals {
+        let start = i.start.max(from);
+        let end = i.end.unwrap_or(now).min(to);
+        if end <= start {
+            continue;
+        }
+        let mut cur = start;
+        while cur < end {
+            let b = bucket_of(local_date(cur, tz), bucket);
+            let boundary = local_midnight(next_bucket(b, bucket), tz);
+            let piece_end = end.min(boundary);
+            let gpu_ms = (piece_end - cur).num_milliseconds() as f64 * f64::from(i.gpus);
+            let s = sums.entry((b, group_by.key(i).to_string())).or_default();
+            s.allocated_ms += gpu_ms;
+            if let Some(u) = i.util {
+                s.measured_ms += gpu_ms;
+                s.used_ms += gpu_ms * u.clamp(0.0, 1.0);
+            }
+            cur = piece_end;
+        }
+    }
+    const MS_PER_HOUR: f64 = 3_600_000.0;
+    sums.into_iter()
+        .map(|((bucket_start, key), s)| UsageRow {
+            bucket_start,
+            key,
+            gpu_hours_allocated: s.allocated_ms / MS_PER_HOUR,
+            gpu_hours_used: s.used_ms / MS_PER_HOUR,
+            gpu_hours_idle: (s.measured_ms - s.used_ms) / MS_PER_HOUR,
+            gpu_hours_unmeasured: (s.allocated_ms - s.measured_ms) / MS_PER_HOUR,
+            efficiency: (s.measured_ms > 0.0).then(|| s.used_ms / s.measured_ms),
+        })
+        .collect()
+}
+
+/// The rows as CSV with a header; the group's column is named after the grouping.
+pub fn to_csv(rows: &[UsageRow], group_by: GroupBy) -> String {
+    let mut out = format!(
+        "bucket_start,{},gpu_hours_allocated,gpu_hours_used,gpu_hours_idle,gpu_hours_unmeasured,efficiency\n",
+        group_by.as_str()
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "{},{},{:.3},{:.3},{:.3},{:.3},{}\n",
+            r.bucket_start,
+            csv_field(&r.key),
+            r.gpu_hours_allocated,
+            r.gpu_hours_used,
+            r.gpu_hours_idle,
+            r.gpu_hours_unmeasured,
+            r.efficiency.map(|e| format!("{e:.4}")).unwrap_or_default()
+        ));
+    }
+    out
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests;
