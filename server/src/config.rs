@@ -37,7 +37,37 @@ pub struct Config {
     pub kube: KubeSettings,
     pub auth: AuthConfig,
     pub usage: UsageConfig,
+    pub metrics: MetricsConfig,
     pub demo: DemoConfig,
+}
+
+/// Where GPU utilization comes from (`[metrics]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MetricsBackend {
+    /// Made-up training-shaped series for the sim cluster's jobs (deterministic per seed).
+    Sim,
+    /// No metrics: usage reports count allocation only.
+    None,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Unset: `sim` with the sim cluster, `none` with Kubernetes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<MetricsBackend>,
+    /// The sim back end's seed.
+    pub seed: u64,
+}
+
+impl Config {
+    pub fn metrics_backend(&self) -> MetricsBackend {
+        self.metrics.backend.unwrap_or(match self.cluster.backend {
+            ClusterBackend::Sim => MetricsBackend::Sim,
+            ClusterBackend::Kube => MetricsBackend::None,
+        })
+    }
 }
 
 /// `[usage]`: GPU accounting.
@@ -353,6 +383,10 @@ impl Default for Config {
             },
             usage: UsageConfig {
                 time_zone: "UTC".into(),
+            },
+            metrics: MetricsConfig {
+                backend: None,
+                seed: 1,
             },
             demo: DemoConfig {
                 seed: true,

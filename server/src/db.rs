@@ -539,6 +539,54 @@ impl Db {
             .collect()
     }
 
+    /// Ended run intervals whose mean utilization is not stored yet, oldest first.
+    pub async fn intervals_without_util(
+        &self,
+        limit: i64,
+    ) -> Result<
+        Vec<(
+            String,
+            crate::metrics::JobGpus,
+            DateTime<Utc>,
+            DateTime<Utc>,
+        )>,
+    > {
+        let rows = sqlx::query(
+            "SELECT interval_id, job_id, team_id, gpus, start_ms, end_ms FROM job_interval \
+             WHERE end_ms IS NOT NULL AND util_mean IS NULL ORDER BY end_ms LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(map_err)?;
+        rows.iter()
+            .map(|r| {
+                let start = from_ms(r.try_get("start_ms")?);
+                Ok((
+                    r.try_get("interval_id")?,
+                    crate::metrics::JobGpus {
+                        job_id: r.try_get("job_id")?,
+                        team: r.try_get("team_id")?,
+                        gpus: r.try_get::<i64, _>("gpus")? as u32,
+                        since: start,
+                    },
+                    start,
+                    from_ms(r.try_get("end_ms")?),
+                ))
+            })
+            .collect()
+    }
+
+    pub async fn set_interval_util(&self, interval_id: &str, util: f64) -> Result<()> {
+        sqlx::query("UPDATE job_interval SET util_mean = $1 WHERE interval_id = $2")
+            .bind(util)
+            .bind(interval_id)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
     // ---- personal API tokens ------------------------------------------------------------
 
     pub async fn insert_token(&self, t: &TokenRow, hash: &str) -> Result<()> {

@@ -229,6 +229,11 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         seed_jobs(&portal).await?;
     }
     tasks.push(crate::reconciler::spawn_resender(portal.clone()));
+    if let crate::config::MetricsBackend::Sim = config.metrics_backend() {
+        let metrics: Arc<dyn crate::metrics::Metrics> =
+            Arc::new(crate::metrics::SimMetrics::new(config.metrics.seed));
+        tasks.push(crate::metrics::spawn_recorder(db.clone(), metrics));
+    }
     if sim.is_some() {
         tasks.push(crate::reconciler::spawn_clock_saver(
             db.clone(),

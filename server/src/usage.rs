@@ -211,3 +211,149 @@ fn csv_field(s: &str) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// Stacked bars of allocated GPU-hours per bucket, one colour per group, and the
+/// efficiency (used ÷ measured) of each bucket as a line on a 0–100 % axis on the right.
+pub fn chart_svg(rows: &[UsageRow], group_by: GroupBy, bucket: Bucket) -> String {
+    use plotters::prelude::*;
+    let buckets: Vec<NaiveDate> = {
+        let mut b: Vec<NaiveDate> = rows.iter().map(|r| r.bucket_start).collect();
+        b.dedup();
+        b
+    };
+    let mut groups: Vec<&str> = rows.iter().map(|r| r.key.as_str()).collect();
+    groups.sort();
+    groups.dedup();
+    let n = buckets.len().max(1);
+    let index = |d: NaiveDate| buckets.iter().position(|b| *b == d).unwrap_or(0);
+    let totals: Vec<f64> = buckets
+        .iter()
+        .map(|b| {
+            rows.iter()
+                .filter(|r| r.bucket_start == *b)
+                .map(|r| r.gpu_hours_allocated)
+                .sum()
+        })
+        .collect();
+    let top = totals.iter().copied().fold(0.0_f64, f64::max).max(1.0) * 1.12;
+    let palette = [
+        RGBColor(47, 95, 208),
+        RGBColor(29, 122, 62),
+        RGBColor(154, 98, 0),
+        RGBColor(107, 63, 184),
+        RGBColor(180, 35, 24),
+        RGBColor(31, 111, 184),
+        RGBColor(90, 99, 114),
+    ];
+    let per = match bucket {
+        Bucket::Day => "day",
+        Bucket::Week => "week",
+        Bucket::Month => "month",
+    };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (860, 340)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let mut chart = match ChartBuilder::on(&root)
+            .caption(
+                format!("GPU-hours allocated per {per}, by {}", group_by.as_str()),
+                ("sans-serif", 16),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .right_y_label_area_size(56)
+            .build_cartesian_2d(-0.5..n as f64 - 0.5, 0.0..top)
+        {
+            Ok(c) => c.set_secondary_coord(-0.5..n as f64 - 0.5, 0.0..100.0),
+            Err(_) => return String::new(),
+        };
+        let labels = buckets.clone();
+        let every = (n / 10).max(1);
+        let _ = chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n.min(12))
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                if (x - i).abs() > 1e-6 || i < 0.0 || (i as usize) % every != 0 {
+                    String::new()
+                } else {
+                    labels
+                        .get(i as usize)
+                        .map(|d| d.format("%b %d").to_string())
+                        .unwrap_or_default()
+                }
+            })
+            .x_desc(format!("{per} (start)"))
+            .y_desc("GPU-hours allocated")
+            .y_labels(6)
+            .y_label_formatter(&|y| format!("{y:.0} GPU-h"))
+            .draw();
+        let _ = chart
+            .configure_secondary_axes()
+            .y_desc("efficiency (%)")
+            .y_labels(6)
+            .y_label_formatter(&|y| format!("{y:.0} %"))
+            .draw();
+        let mut base = vec![0.0; n];
+        for (gi, g) in groups.iter().enumerate() {
+            let color = palette[gi % palette.len()];
+            let bars: Vec<_> = rows
+                .iter()
+                .filter(|r| r.key == *g)
+                .map(|r| {
+                    let i = index(r.bucket_start);
+                    let y0 = base[i];
+                    base[i] += r.gpu_hours_allocated;
+                    Rectangle::new(
+                        [(i as f64 - 0.38, y0), (i as f64 + 0.38, base[i])],
+                        color.filled(),
+                    )
+                })
+                .collect();
+            if let Ok(series) = chart.draw_series(bars) {
+                series.label(g.to_string()).legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
+                });
+            }
+        }
+        // Efficiency per bucket over every group: used ÷ measured.
+        let points: Vec<(f64, f64)> = buckets
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| {
+                let (used, measured) =
+                    rows.iter()
+                        .filter(|r| r.bucket_start == *b)
+                        .fold((0.0, 0.0), |(u, m), r| {
+                            (
+                                u + r.gpu_hours_used,
+                                m + r.gpu_hours_used + r.gpu_hours_idle,
+                            )
+                        });
+                (measured > 0.0).then(|| (i as f64, 100.0 * used / measured))
+            })
+            .collect();
+        let line = RGBColor(20, 24, 32);
+        if let Ok(series) =
+            chart.draw_secondary_series(LineSeries::new(points.clone(), line.stroke_width(2)))
+        {
+            series
+                .label("efficiency (right axis)")
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 12, y)], line.stroke_width(2))
+                });
+        }
+        let _ =
+            chart.draw_secondary_series(points.iter().map(|p| Circle::new(*p, 3, line.filled())));
+        let _ = chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(223, 227, 234))
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw();
+        let _ = root.present();
+    }
+    svg
+}

@@ -370,3 +370,41 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_chart_has_axes_units_a_legend_and_the_efficiency_line() {
+    let rows = run(
+        &[
+            iv(
+                "nlp",
+                8,
+                "2026-11-06T00:00:00Z",
+                Some("2026-11-06T10:00:00Z"),
+                Some(0.8),
+            ),
+            iv(
+                "vision",
+                4,
+                "2026-11-07T00:00:00Z",
+                Some("2026-11-07T10:00:00Z"),
+                Some(0.4),
+            ),
+        ],
+        Bucket::Day,
+        Tz::UTC,
+    );
+    let svg = chart_svg(&rows, GroupBy::Team, Bucket::Day);
+    for needle in [
+        "GPU-hours allocated per day, by team",
+        "GPU-hours allocated",
+        "efficiency (%)",
+        "nlp",
+        "vision",
+        "efficiency (right axis)",
+        "Nov 06",
+        "GPU-h",
+    ] {
+        assert!(svg.contains(needle), "{needle} missing");
+    }
+    assert!(svg.contains("<polyline"), "the efficiency line");
+}

@@ -1,0 +1,294 @@
+//! GPU metrics: where utilization comes from. A [`Metrics`] back end answers per-GPU series
+//! for a job and the mean utilization of a run interval; the recorder stores that mean with
+//! the interval, so usage reports never depend on the metrics store's retention.
+//!
+//! `sim` (the embedded default) makes up series shaped like training, deterministic for a
+//! seed: a warm-up ramp, a steady state with noise, evaluation dips every hour, and now and
+//! then a job that stalls at 0 %.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+/// A job's GPUs during one run: what a back end needs to find its series.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobGpus {
+    pub job_id: String,
+    pub team: String,
+    pub gpus: u32,
+    /// When this run started (the interval's start).
+    pub since: DateTime<Utc>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error("metrics unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// One GPU's reading at one time.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct GpuReading {
+    /// Utilization, 0–100 %.
+    pub util_pct: f64,
+    /// Frame-buffer memory in use, MiB.
+    pub fb_used_mib: f64,
+    /// Power draw, W.
+    pub power_w: f64,
+}
+
+#[async_trait::async_trait]
+pub trait Metrics: Send + Sync {
+    /// The reading of GPU `gpu` (0-based across the job) at `at`.
+    async fn reading(
+        &self,
+        job: &JobGpus,
+        gpu: u32,
+        at: DateTime<Utc>,
+    ) -> Result<Option<GpuReading>, MetricsError>;
+
+    /// Mean utilization (0..=1) of all the job's GPUs over `[start, end)`.
+    async fn interval_mean(
+        &self,
+        job: &JobGpus,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+    ) -> Result<Option<f64>, MetricsError>;
+}
+
+/// Made-up but plausible training utilization, the same for the same seed and job.
+#[derive(Clone, Debug)]
+pub struct SimMetrics {
+    seed: u64,
+}
+
+/// FNV-1a: a stable hash (std's is randomised per process).
+fn fnv(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in *p {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// A number in [0, 1) from a hash.
+fn unit(h: u64) -> f64 {
+    (h >> 11) as f64 / (1u64 << 53) as f64
+}
+
+impl SimMetrics {
+    pub fn new(seed: u64) -> SimMetrics {
+        SimMetrics { seed }
+    }
+
+    fn job_hash(&self, job_id: &str) -> u64 {
+        fnv(&[&self.seed.to_le_bytes(), job_id.as_bytes()])
+    }
+
+    /// Whether this job stalls (a hung data loader, a deadlock): about 1 in 12 jobs.
+    pub fn stalls(&self, job_id: &str) -> bool {
+        self.job_hash(job_id) % 12 == 0
+    }
+
+    /// Utilization in 0..=1 of GPU `gpu`, `secs` seconds into the run.
+    pub fn util(&self, job_id: &str, gpu: u32, secs: i64) -> f64 {
+        let h = self.job_hash(job_id);
+        let minute = secs.div_euclid(60);
+        if secs < 0 {
+            return 0.0;
+        }
+        // Stalled jobs stop after 40 minutes and sit at 0 %.
+        if self.stalls(job_id) && secs >= 40 * 60 {
+            return 0.0;
+        }
+        let steady = 0.72 + 0.22 * unit(fnv(&[&h.to_le_bytes(), &gpu.to_le_bytes()]));
+        let noise = (unit(fnv(&[
+            &h.to_le_bytes(),
+            &gpu.to_le_bytes(),
+            &minute.to_le_bytes(),
+        ])) - 0.5)
+            * 0.08;
+        // Warm-up: data loading and compilation, ramping over 8 minutes.
+        let warm = (secs as f64 / (8.0 * 60.0)).min(1.0);
+        // Evaluation: 5 minutes at the end of every hour, GPUs mostly waiting.
+        let in_hour = secs.rem_euclid(3600);
+        let eval = secs >= 3600 && in_hour < 5 * 60;
+        let level = if eval { 0.3 } else { steady };
+        (0.03 + (level - 0.03) * warm + noise).clamp(0.0, 1.0)
+    }
+}
+
+#[async_trait::async_trait]
+impl Metrics for SimMetrics {
+    async fn reading(
+        &self,
+        job: &JobGpus,
+        gpu: u32,
+        at: DateTime<Utc>,
+    ) -> Result<Option<GpuReading>, MetricsError> {
+        if gpu >= job.gpus || at < job.since {
+            return Ok(None);
+        }
+        let u = self.util(&job.job_id, gpu, (at - job.since).num_seconds());
+        Ok(Some(GpuReading {
+            util_pct: u * 100.0,
+            fb_used_mib: if u > 0.05 {
+                62_000.0 + 12_000.0 * u
+            } else {
+                61_000.0
+            },
+            power_w: 90.0 + 600.0 * u,
+        }))
+    }
+
+    async fn interval_mean(
+        &self,
+        job: &JobGpus,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+    ) -> Result<Option<f64>, MetricsError> {
+        let (from, to) = (
+            (start - job.since).num_seconds(),
+            (end - job.since).num_seconds(),
+        );
+        if to <= from || job.gpus == 0 {
+            return Ok(None);
+        }
+        // One sample a minute per GPU, at the middle of each minute.
+        let mut sum = 0.0;
+        let mut n = 0u64;
+        let mut s = from - from.rem_euclid(60) + 30;
+        while s < to {
+            if s >= from {
+                for g in 0..job.gpus {
+                    sum += self.util(&job.job_id, g, s);
+                    n += 1;
+                }
+            }
+            s += 60;
+        }
+        if n == 0 {
+            // Shorter than a minute: one sample at the middle.
+            let mid = (from + to) / 2;
+            let v: f64 = (0..job.gpus)
+                .map(|g| self.util(&job.job_id, g, mid))
+                .sum::<f64>()
+                / f64::from(job.gpus);
+            return Ok(Some(v));
+        }
+        Ok(Some(sum / n as f64))
+    }
+}
+
+/// Stores the mean utilization of every ended run interval that lacks one, every few
+/// seconds. A back end that is down leaves them for the next round: nothing is lost.
+pub fn spawn_recorder(db: crate::db::Db, metrics: Arc<dyn Metrics>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(2));
+        loop {
+            every.tick().await;
+            if let Err(e) = record_once(&db, metrics.as_ref()).await {
+                tracing::warn!(error = %e, "could not record interval utilization; will retry");
+            }
+        }
+    })
+}
+
+/// One round of [`spawn_recorder`]: how many intervals got their utilization.
+pub async fn record_once(db: &crate::db::Db, metrics: &dyn Metrics) -> anyhow::Result<usize> {
+    let mut done = 0;
+    for (id, job, start, end) in db.intervals_without_util(500).await? {
+        match metrics.interval_mean(&job, start, end).await {
+            Ok(Some(u)) => {
+                db.set_interval_util(&id, u).await?;
+                done += 1;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics unavailable; interval utilization left for later");
+                break;
+            }
+        }
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: &str) -> JobGpus {
+        JobGpus {
+            job_id: id.into(),
+            team: "nlp".into(),
+            gpus: 8,
+            since: "2026-11-01T00:00:00Z".parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_series_and_another_seed_another() {
+        let a = SimMetrics::new(1);
+        let b = SimMetrics::new(2);
+        let s = |m: &SimMetrics| {
+            (0..600)
+                .map(|t| m.util("job-1", 3, t * 60))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(s(&a), s(&SimMetrics::new(1)));
+        assert_ne!(s(&a), s(&b));
+    }
+
+    #[test]
+    fn series_look_like_training() {
+        let m = SimMetrics::new(7);
+        let id = (0..100)
+            .map(|i| format!("job-{i}"))
+            .find(|j| !m.stalls(j))
+            .unwrap();
+        // Warm-up starts low and climbs.
+        assert!(m.util(&id, 0, 0) < 0.1);
+        assert!(m.util(&id, 0, 30 * 60) > 0.6);
+        // The evaluation dip at the top of each hour.
+        assert!(m.util(&id, 0, 3600 + 120) < 0.4);
+        assert!(m.util(&id, 0, 3600 + 20 * 60) > 0.6);
+        // Some jobs stall at 0 %, and not all do.
+        let stalled: Vec<_> = (0..200)
+            .map(|i| format!("job-{i}"))
+            .filter(|j| m.stalls(j))
+            .collect();
+        assert!(
+            !stalled.is_empty() && stalled.len() < 40,
+            "{}",
+            stalled.len()
+        );
+        assert_eq!(m.util(&stalled[0], 0, 3 * 3600), 0.0);
+    }
+
+    #[tokio::test]
+    async fn an_interval_mean_is_the_mean_of_its_minutes() {
+        let m = SimMetrics::new(3);
+        let j = job("job-9");
+        let start = j.since + chrono::Duration::hours(2);
+        let end = start + chrono::Duration::minutes(10);
+        let mean = m.interval_mean(&j, start, end).await.unwrap().unwrap();
+        let by_hand: f64 = (0..10)
+            .flat_map(|k| (0..8).map(move |g| (k, g)))
+            .map(|(k, g)| m.util("job-9", g, 2 * 3600 + k * 60 + 30))
+            .sum::<f64>()
+            / 80.0;
+        assert!((mean - by_hand).abs() < 1e-12, "{mean} vs {by_hand}");
+        let r = m.reading(&j, 7, start).await.unwrap().unwrap();
+        assert!(r.util_pct >= 0.0 && r.util_pct <= 100.0 && r.power_w > 0.0);
+        assert!(
+            m.reading(&j, 8, start).await.unwrap().is_none(),
+            "the job has 8 GPUs"
+        );
+    }
+}
