@@ -61,6 +61,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/launch/:template") view=LaunchFormPage ssr=SsrMode::Async/>
                     <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async/>
                     <Route path=path!("/jobs/:id") view=JobDetailPage ssr=SsrMode::Async/>
+                    <Route path=path!("/usage") view=crate::pages::usage::UsagePage ssr=SsrMode::Async/>
                     <Route path=path!("/profile") view=crate::pages::profile::ProfilePage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/quotas") view=crate::pages::admin::AdminQuotasPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/audit") view=crate::pages::admin::AdminAuditPage ssr=SsrMode::Async/>
@@ -114,6 +115,9 @@ fn NavBar() -> impl IntoView {
                             };
                             view! {
                                 <div class="who">
+                                    {(v.is_admin || v.teams.iter().any(|m| m.role == crate::model::Role::Lead)).then(|| view! {
+                                        <A href="/usage">"Usage"</A>
+                                    })}
                                     {v.is_admin.then(|| view! {
                                         <A href="/admin/quotas">"Quotas"</A>
                                         <A href="/admin/templates">"Templates"</A>

@@ -102,6 +102,14 @@ pub trait Backend: Send + Sync + 'static {
         name: String,
         expires_in_days: Option<u32>,
     ) -> Result<NewApiToken, ApiError>;
+    /// GPU usage over the last `days` days (leads: their teams; admins: all).
+    async fn usage_view(
+        &self,
+        viewer: &Viewer,
+        days: u32,
+        group_by: String,
+        bucket: String,
+    ) -> Result<UsageView, ApiError>;
     /// Revokes one of the viewer's tokens; it is refused from the next request on.
     async fn revoke_token(&self, viewer: &Viewer, id: &str) -> Result<(), ApiError>;
     /// The cluster clock.

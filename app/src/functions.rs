@@ -212,3 +212,9 @@ pub async fn cancel_job(id: String) -> Result<Job, ApiError> {
     let (backend, viewer) = ssr::backend_and_viewer().await?;
     backend.cancel_job(&viewer, &id).await
 }
+
+#[server]
+pub async fn get_usage(days: u32, group_by: String, bucket: String) -> Result<UsageView, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.usage_view(&viewer, days, group_by, bucket).await
+}

@@ -618,3 +618,31 @@ impl std::fmt::Debug for NewApiToken {
             .finish()
     }
 }
+
+/// One row of a usage report, as pages show it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UsageRowView {
+    /// The bucket's first day in the accounting time zone, `YYYY-MM-DD`.
+    pub bucket_start: String,
+    pub key: String,
+    pub gpu_hours_allocated: f64,
+    pub gpu_hours_used: f64,
+    pub gpu_hours_idle: f64,
+    pub gpu_hours_unmeasured: f64,
+    pub efficiency: Option<f64>,
+}
+
+/// The Usage page: a report, its chart, and where to download the same rows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UsageView {
+    pub from: String,
+    pub to: String,
+    pub time_zone: String,
+    pub group_by: String,
+    pub bucket: String,
+    pub rows: Vec<UsageRowView>,
+    /// Over the whole range and every group.
+    pub total: UsageRowView,
+    pub chart_svg: String,
+    pub csv_url: String,
+}

@@ -336,6 +336,8 @@ pub struct DemoConfig {
     pub seed: bool,
     /// Also seed a few running and queued jobs so the pools are not empty.
     pub jobs: bool,
+    /// Also seed 30 days of finished jobs, so the Usage page is full on a first run.
+    pub history: bool,
 }
 
 impl Default for Config {
@@ -391,6 +393,7 @@ impl Default for Config {
             demo: DemoConfig {
                 seed: true,
                 jobs: true,
+                history: true,
             },
         }
     }

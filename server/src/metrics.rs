@@ -93,7 +93,7 @@ impl SimMetrics {
 
     /// Whether this job stalls (a hung data loader, a deadlock): about 1 in 12 jobs.
     pub fn stalls(&self, job_id: &str) -> bool {
-        self.job_hash(job_id) % 12 == 0
+        self.job_hash(job_id).is_multiple_of(12)
     }
 
     /// Utilization in 0..=1 of GPU `gpu`, `secs` seconds into the run.

@@ -358,3 +358,156 @@ pub fn demo_launch(template: &str, gpus: u32, pool: &str, hours: u64) -> LaunchR
         team: None,
     }
 }
+
+/// Thirty days of finished jobs, so the Usage page is full on a first run. Each team runs
+/// two streams of jobs per pool, each at most half its nominal quota, so together they never
+/// hold more GPUs than the pool has. Some jobs are preempted once and run again; some fail or
+/// are cancelled. Deterministic (a fixed-seed generator), stored through the same state
+/// changes as live jobs, so their run intervals and events are real rows.
+pub async fn seed_history(db: &Db, now: DateTime<Utc>) -> anyhow::Result<usize> {
+    use crate::db::{NewJob, Transition};
+    use app::model::{JobState, Priority};
+    let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n.max(1)
+    };
+    let templates = db.list_templates().await?;
+    let start = now - chrono::Duration::days(30);
+    let mut made = 0;
+    for &(team, pool, nominal, _) in QUOTAS {
+        let users: Vec<&str> = USERS
+            .iter()
+            .filter(|u| u.teams.iter().any(|(t, _)| *t == team))
+            .map(|u| u.id)
+            .collect();
+        let fitting: Vec<&app::model::Template> = templates
+            .iter()
+            .filter(|t| t.allowed_gpus.iter().any(|g| *g <= nominal / 2))
+            .collect();
+        if users.is_empty() || fitting.is_empty() {
+            continue;
+        }
+        for _stream in 0..2 {
+            let mut t = start + chrono::Duration::minutes(next(12 * 60) as i64);
+            loop {
+                let template = fitting[next(fitting.len() as u64) as usize];
+                let choices: Vec<u32> = template
+                    .allowed_gpus
+                    .iter()
+                    .copied()
+                    .filter(|g| *g <= nominal / 2)
+                    .collect();
+                let gpus = choices[next(choices.len() as u64) as usize];
+                let hours = 1 + next(14) as i64;
+                let run = chrono::Duration::minutes(hours * 60 + next(60) as i64);
+                let wait = chrono::Duration::minutes(next(90) as i64);
+                let admitted = t + wait;
+                let end = admitted + run;
+                if end >= now - chrono::Duration::hours(1) {
+                    break;
+                }
+                let user = users[next(users.len() as u64) as usize];
+                let id = uuid::Uuid::now_v7().to_string();
+                let params: serde_json::Map<String, serde_json::Value> = template
+                    .params
+                    .iter()
+                    .map(|p| (p.name.clone(), p.default.clone()))
+                    .collect();
+                let name = format!("{}-{}", template.name, &id[id.len() - 6..]);
+                db.insert_job(
+                    &NewJob {
+                        id: &id,
+                        name: &name,
+                        template: &template.name,
+                        template_version: template.version,
+                        team,
+                        user,
+                        pool,
+                        gpus,
+                        priority: Priority::Normal,
+                        params: &params,
+                        max_runtime_s: (run.num_seconds() as u64 + 3600).max(3600),
+                        idempotency_key: None,
+                        request_body: "{}",
+                        created_at: t,
+                    },
+                    "Queued (demo history)",
+                )
+                .await?;
+                let step =
+                    |from: &'static [JobState], to, at, reason: &'static str, kind| Transition {
+                        job_id: &id,
+                        from,
+                        to,
+                        at,
+                        reason,
+                        node_names: None,
+                        kind,
+                    };
+                let mut at = admitted;
+                let mut remaining = run;
+                // One job in six is preempted once, waits, and runs again.
+                if next(6) == 0 && run > chrono::Duration::hours(2) {
+                    let first = chrono::Duration::minutes(30 + next(60) as i64);
+                    db.transition(&step(
+                        &[JobState::Queued],
+                        JobState::Admitted,
+                        at,
+                        "Admitted",
+                        None,
+                    ))
+                    .await?;
+                    db.transition(&step(
+                        &[JobState::Admitted],
+                        JobState::Running,
+                        at,
+                        "All pods are running",
+                        None,
+                    ))
+                    .await?;
+                    at += first;
+                    remaining -= first;
+                    db.transition(&step(
+                        &[JobState::Running],
+                        JobState::Queued,
+                        at,
+                        "Preempted: another team reclaimed its quota",
+                        Some("preempted"),
+                    ))
+                    .await?;
+                    at += chrono::Duration::minutes(20 + next(60) as i64);
+                }
+                db.transition(&step(
+                    &[JobState::Queued],
+                    JobState::Admitted,
+                    at,
+                    "Admitted",
+                    None,
+                ))
+                .await?;
+                db.transition(&step(
+                    &[JobState::Admitted],
+                    JobState::Running,
+                    at,
+                    "All pods are running",
+                    None,
+                ))
+                .await?;
+                let end = at + remaining;
+                let (to, reason) = match next(12) {
+                    0 => (JobState::Failed, "Failed: a worker exited with code 1"),
+                    1 => (JobState::Cancelled, "Cancelled by its owner"),
+                    _ => (JobState::Succeeded, "Succeeded"),
+                };
+                db.transition(&step(&[JobState::Running], to, end.min(now), reason, None))
+                    .await?;
+                made += 1;
+                t = end + chrono::Duration::minutes(next(6 * 60) as i64);
+            }
+        }
+    }
+    Ok(made)
+}

@@ -1602,6 +1602,85 @@ impl Backend for Portal {
         })
     }
 
+    async fn usage_view(
+        &self,
+        viewer: &Viewer,
+        days: u32,
+        group_by: String,
+        bucket: String,
+    ) -> Result<UsageView, ApiError> {
+        use crate::usage::{Bucket, GroupBy};
+        if !matches!(days, 1..=400) {
+            return Err(ApiError::invalid("days", "must be 1 to 400"));
+        }
+        let g = match group_by.as_str() {
+            "team" => GroupBy::Team,
+            "user" => GroupBy::User,
+            "pool" => GroupBy::Pool,
+            "template" => GroupBy::Template,
+            _ => {
+                return Err(ApiError::invalid(
+                    "group_by",
+                    "team, user, pool or template",
+                ))
+            }
+        };
+        let b = match bucket.as_str() {
+            "day" => Bucket::Day,
+            "week" => Bucket::Week,
+            "month" => Bucket::Month,
+            _ => return Err(ApiError::invalid("bucket", "day, week or month")),
+        };
+        let tz = self.usage_tz;
+        let today = self.cluster.now().with_timezone(&tz).date_naive();
+        let to_day = today + chrono::Duration::days(1);
+        let from_day = to_day - chrono::Duration::days(days.into());
+        let (from, to) = (
+            crate::usage::local_midnight(from_day, tz),
+            crate::usage::local_midnight(to_day, tz),
+        );
+        let rows = self.usage(viewer, from, to, g, b, None).await?;
+        let view = |r: &crate::usage::UsageRow| UsageRowView {
+            bucket_start: r.bucket_start.to_string(),
+            key: r.key.clone(),
+            gpu_hours_allocated: r.gpu_hours_allocated,
+            gpu_hours_used: r.gpu_hours_used,
+            gpu_hours_idle: r.gpu_hours_idle,
+            gpu_hours_unmeasured: r.gpu_hours_unmeasured,
+            efficiency: r.efficiency,
+        };
+        let mut total = UsageRowView {
+            bucket_start: from_day.to_string(),
+            key: "all".into(),
+            gpu_hours_allocated: 0.0,
+            gpu_hours_used: 0.0,
+            gpu_hours_idle: 0.0,
+            gpu_hours_unmeasured: 0.0,
+            efficiency: None,
+        };
+        for r in &rows {
+            total.gpu_hours_allocated += r.gpu_hours_allocated;
+            total.gpu_hours_used += r.gpu_hours_used;
+            total.gpu_hours_idle += r.gpu_hours_idle;
+            total.gpu_hours_unmeasured += r.gpu_hours_unmeasured;
+        }
+        let measured = total.gpu_hours_used + total.gpu_hours_idle;
+        total.efficiency = (measured > 0.0).then(|| total.gpu_hours_used / measured);
+        Ok(UsageView {
+            from: from_day.to_string(),
+            to: to_day.to_string(),
+            time_zone: tz.name().to_string(),
+            chart_svg: crate::usage::chart_svg(&rows, g, b),
+            csv_url: format!(
+                "/api/v1/usage?from={from_day}&to={to_day}&group_by={group_by}&bucket={bucket}&format=csv"
+            ),
+            group_by,
+            bucket,
+            rows: rows.iter().map(view).collect(),
+            total,
+        })
+    }
+
     async fn revoke_token(&self, viewer: &Viewer, id: &str) -> Result<(), ApiError> {
         let now = Utc::now();
         if !self.db.revoke_token(&viewer.user, id, now).await? {

@@ -175,15 +175,18 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
     if config.demo.seed && crate::seed::seed_catalog(&db, chrono::Utc::now()).await? {
         tracing::info!("seeded the demo pools, teams, users and templates");
     }
-    let seeded_jobs_wanted = config.demo.seed
-        && config.demo.jobs
-        && db
-            .list_jobs(&crate::db::JobQuery {
-                limit: 1,
-                ..Default::default()
-            })
-            .await?
-            .is_empty();
+    let no_jobs_yet = db
+        .list_jobs(&crate::db::JobQuery {
+            limit: 1,
+            ..Default::default()
+        })
+        .await?
+        .is_empty();
+    let seeded_jobs_wanted = config.demo.seed && config.demo.jobs && no_jobs_yet;
+    if config.demo.seed && config.demo.history && no_jobs_yet {
+        let n = crate::seed::seed_history(&db, chrono::Utc::now()).await?;
+        tracing::info!(jobs = n, "seeded 30 days of demo history");
+    }
 
     let pools = pool_specs(&config, &db).await?;
     let mut sim = None;

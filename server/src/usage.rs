@@ -276,7 +276,7 @@ pub fn chart_svg(rows: &[UsageRow], group_by: GroupBy, bucket: Bucket) -> String
             .x_labels(n.min(12))
             .x_label_formatter(&|x| {
                 let i = x.round();
-                if (x - i).abs() > 1e-6 || i < 0.0 || (i as usize) % every != 0 {
+                if (x - i).abs() > 1e-6 || i < 0.0 || !(i as usize).is_multiple_of(every) {
                     String::new()
                 } else {
                     labels

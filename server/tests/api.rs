@@ -82,6 +82,7 @@ fn config(url: &str) -> Config {
     c.database.url = url.to_string().into();
     c.sim.clock = ClockMode::Manual;
     c.demo.jobs = false;
+    c.demo.history = false;
     c
 }
 
@@ -231,6 +232,7 @@ on_both!(
     cross_site_posts_are_refused,
     sessions_end_at_their_absolute_lifetime,
     usage_counts_gpu_hours_from_admission_to_the_end,
+    demo_history_fills_thirty_days_within_the_pools,
     templates_are_created_versioned_and_deprecated_by_admins,
 );
 
@@ -2105,5 +2107,70 @@ async fn usage_counts_gpu_hours_from_admission_to_the_end(t: Target) {
         assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{q}: {e}");
         assert_eq!(e["error"]["field"], field, "{q}");
     }
+    finish(app, db).await;
+}
+
+async fn demo_history_fills_thirty_days_within_the_pools(t: Target) {
+    let db = fresh_database(t).await;
+    let mut c = config(&db.url);
+    c.demo.history = true;
+    let app = App::start_with(c).await;
+    let carol = app.client("carol").await;
+    let (s, by_pool) = carol.get("/api/v1/usage?group_by=pool&bucket=day").await;
+    assert_eq!(s, StatusCode::OK);
+    let rows = by_pool["rows"].as_array().unwrap();
+    let days: std::collections::BTreeSet<&str> = rows
+        .iter()
+        .map(|r| r["bucket_start"].as_str().unwrap())
+        .collect();
+    assert!(days.len() >= 28, "history on most of 30 days: {days:?}");
+    // Never more than the pool holds: 16 × 8 GPUs in hgx-h100, 4 × 8 in hgx-h200.
+    for r in rows {
+        let cap = match r["pool"].as_str().unwrap() {
+            "hgx-h100" => 128.0,
+            "hgx-h200" => 32.0,
+            other => panic!("unknown pool {other}"),
+        };
+        let a = r["gpu_hours_allocated"].as_f64().unwrap();
+        assert!(a > 0.0 && a <= cap * 24.0, "{r}");
+    }
+    // Every team ran something.
+    let (_, by_team) = carol.get("/api/v1/usage?group_by=team&bucket=day").await;
+    let teams: std::collections::BTreeSet<&str> = by_team["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["team"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        teams.into_iter().collect::<Vec<_>>(),
+        ["nlp", "speech", "vision"]
+    );
+    // The recorder measures every interval: used and idle split the hours.
+    let mut report = by_team;
+    for _ in 0..100 {
+        let unmeasured: f64 = report["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["gpu_hours_unmeasured"].as_f64().unwrap())
+            .sum();
+        if unmeasured == 0.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        report = carol.get("/api/v1/usage?group_by=team&bucket=day").await.1;
+    }
+    let sum = |f: &str| -> f64 {
+        report["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r[f].as_f64().unwrap())
+            .sum()
+    };
+    assert_eq!(sum("gpu_hours_unmeasured"), 0.0);
+    let eff = sum("gpu_hours_used") / sum("gpu_hours_allocated");
+    assert!((0.4..0.95).contains(&eff), "a plausible efficiency: {eff}");
     finish(app, db).await;
 }

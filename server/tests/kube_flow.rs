@@ -113,6 +113,7 @@ async fn launch_run_preempt_cancel_finish_outage_and_restart_against_an_api_serv
     config.database.url =
         format!("sqlite://{}?mode=rwc", dir.path().join("flow.db").display()).into();
     config.demo.jobs = false;
+    config.demo.history = false;
     config.cluster.backend = ClusterBackend::Kube;
     config.kube.kubeconfig = Some(api.kubeconfig(dir.path()));
     config.kube.timeout_s = 2;
@@ -285,6 +286,7 @@ async fn scenario(backend: ClusterBackend) -> Vec<(String, String)> {
     config.server.addr = "127.0.0.1:0".parse().unwrap();
     config.database.url = format!("sqlite://{}?mode=rwc", dir.path().join("s.db").display()).into();
     config.demo.jobs = false;
+    config.demo.history = false;
     config.sim.clock = gantry::config::ClockMode::Manual;
     let mut _api = None;
     if backend == ClusterBackend::Kube {

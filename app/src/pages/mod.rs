@@ -7,3 +7,4 @@ pub mod launch;
 pub mod launch_form;
 pub mod login;
 pub mod profile;
+pub mod usage;
