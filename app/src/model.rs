@@ -636,7 +636,10 @@ pub struct UsageRowView {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct UsageView {
     pub from: String,
+    /// Exclusive: the report counts `[from, to)`.
     pub to: String,
+    /// The last day counted (the day before `to`).
+    pub last_day: String,
     pub time_zone: String,
     pub group_by: String,
     pub bucket: String,

@@ -1669,6 +1669,7 @@ impl Backend for Portal {
         Ok(UsageView {
             from: from_day.to_string(),
             to: to_day.to_string(),
+            last_day: today.to_string(),
             time_zone: tz.name().to_string(),
             chart_svg: crate::usage::chart_svg(&rows, g, b),
             csv_url: format!(

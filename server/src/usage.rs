@@ -235,7 +235,7 @@ pub fn chart_svg(rows: &[UsageRow], group_by: GroupBy, bucket: Bucket) -> String
                 .sum()
         })
         .collect();
-    let top = totals.iter().copied().fold(0.0_f64, f64::max).max(1.0) * 1.12;
+    let top = totals.iter().copied().fold(0.0_f64, f64::max).max(1.0) * 1.08;
     let palette = [
         RGBColor(47, 95, 208),
         RGBColor(29, 122, 62),
@@ -252,16 +252,43 @@ pub fn chart_svg(rows: &[UsageRow], group_by: GroupBy, bucket: Bucket) -> String
     };
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (860, 340)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (860, 370)).into_drawing_area();
         let _ = root.fill(&WHITE);
+        let _ = root.draw(&Text::new(
+            format!("GPU-hours allocated per {per}, by {}", group_by.as_str()),
+            (300, 10),
+            ("sans-serif", 16),
+        ));
+        // The legend in a row under the title, so it never hides a bar or the line.
+        let mut x = 90;
+        let entries = groups
+            .iter()
+            .enumerate()
+            .map(|(gi, g)| (g.to_string(), Some(palette[gi % palette.len()])))
+            .chain(std::iter::once((
+                "efficiency (right axis)".to_string(),
+                None,
+            )));
+        for (label, color) in entries {
+            match color {
+                Some(c) => {
+                    let _ = root.draw(&Rectangle::new([(x, 34), (x + 11, 45)], c.filled()));
+                }
+                None => {
+                    let _ = root.draw(&PathElement::new(
+                        vec![(x - 2, 40), (x + 12, 40)],
+                        RGBColor(20, 24, 32).stroke_width(2),
+                    ));
+                }
+            }
+            let _ = root.draw(&Text::new(label.clone(), (x + 16, 33), ("sans-serif", 13)));
+            x += 16 + 7 * label.chars().count() as i32 + 18;
+        }
         let mut chart = match ChartBuilder::on(&root)
-            .caption(
-                format!("GPU-hours allocated per {per}, by {}", group_by.as_str()),
-                ("sans-serif", 16),
-            )
             .margin(12)
+            .margin_top(58)
             .x_label_area_size(40)
-            .y_label_area_size(64)
+            .y_label_area_size(84)
             .right_y_label_area_size(56)
             .build_cartesian_2d(-0.5..n as f64 - 0.5, 0.0..top)
         {
@@ -269,11 +296,11 @@ pub fn chart_svg(rows: &[UsageRow], group_by: GroupBy, bucket: Bucket) -> String
             Err(_) => return String::new(),
         };
         let labels = buckets.clone();
-        let every = (n / 10).max(1);
+        let every = n.div_ceil(8).max(1);
         let _ = chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_labels(n.min(12))
+            .x_labels(n + 1)
             .x_label_formatter(&|x| {
                 let i = x.round();
                 if (x - i).abs() > 1e-6 || i < 0.0 || !(i as usize).is_multiple_of(every) {
@@ -312,11 +339,7 @@ pub fn chart_svg(rows: &[UsageRow], group_by: GroupBy, bucket: Bucket) -> String
                     )
                 })
                 .collect();
-            if let Ok(series) = chart.draw_series(bars) {
-                series.label(g.to_string()).legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
-                });
-            }
+            let _ = chart.draw_series(bars);
         }
         // Efficiency per bucket over every group: used ÷ measured.
         let points: Vec<(f64, f64)> = buckets
@@ -336,23 +359,9 @@ pub fn chart_svg(rows: &[UsageRow], group_by: GroupBy, bucket: Bucket) -> String
             })
             .collect();
         let line = RGBColor(20, 24, 32);
-        if let Ok(series) =
-            chart.draw_secondary_series(LineSeries::new(points.clone(), line.stroke_width(2)))
-        {
-            series
-                .label("efficiency (right axis)")
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 12, y)], line.stroke_width(2))
-                });
-        }
+        let _ = chart.draw_secondary_series(LineSeries::new(points.clone(), line.stroke_width(2)));
         let _ =
             chart.draw_secondary_series(points.iter().map(|p| Circle::new(*p, 3, line.filled())));
-        let _ = chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(223, 227, 234))
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw();
         let _ = root.present();
     }
     svg

@@ -119,7 +119,7 @@ fn Report(v: UsageView) -> impl IntoView {
             <div class="big-figure"><span class="value">{hours(t.gpu_hours_idle)}</span><span class="label">"idle (allocated, not used)"</span></div>
             <div class="big-figure"><span class="value">{percent(t.efficiency)}</span><span class="label">"efficiency"</span></div>
         </section>
-        <p class="muted">{format!("{} to {} (the day before {}), days in {}.", v.from, v.to, v.to, v.time_zone)}
+        <p class="muted">{format!("{} to {} inclusive; days in {}.", v.from, v.last_day, v.time_zone)}
             {(t.gpu_hours_unmeasured > 0.0).then(|| format!(" {} not measured yet (counted as allocated only).", hours(t.gpu_hours_unmeasured)))}
         </p>
         {if empty {
