@@ -45,6 +45,13 @@ pub fn from_ms(v: i64) -> DateTime<Utc> {
 #[derive(Clone)]
 pub struct Db {
     pool: AnyPool,
+    postgres: bool,
+}
+
+/// A read-only view of one moment: every query through it sees the same committed state
+/// (Postgres: REPEATABLE READ; SQLite: one read transaction is one snapshot).
+pub struct Snapshot {
+    tx: sqlx::Transaction<'static, sqlx::Any>,
 }
 
 /// A sign-in through an OpenID provider, as [`Db::sign_in_identity`] records it.
@@ -310,7 +317,10 @@ impl Db {
                 .execute(&pool)
                 .await?;
         }
-        let db = Db { pool };
+        let db = Db {
+            pool,
+            postgres: !url.starts_with("sqlite:"),
+        };
         db.migrate().await?;
         Ok(db)
     }
@@ -539,6 +549,259 @@ impl Db {
             .collect()
     }
 
+    fn interval_rows(rows: &[AnyRow]) -> Result<Vec<crate::usage::Interval>> {
+        rows.iter()
+            .map(|r| {
+                Ok(crate::usage::Interval {
+                    team: r.try_get("team_id")?,
+                    user: r.try_get("user_id")?,
+                    pool: r.try_get("pool_id")?,
+                    template: r.try_get("template_id")?,
+                    gpus: r.try_get::<i64, _>("gpus")? as u32,
+                    start: from_ms(r.try_get("start_ms")?),
+                    end: r.try_get::<Option<i64>, _>("end_ms")?.map(from_ms),
+                    util: r.try_get("util_mean")?,
+                })
+            })
+            .collect()
+    }
+
+    /// `AND team_id IN ($n, …)` for `teams`, numbered from `first`; `None` for every team.
+    fn team_filter(teams: Option<&[String]>, first: usize) -> String {
+        match teams {
+            Some(t) => {
+                let marks: Vec<String> = (0..t.len()).map(|i| format!("${}", i + first)).collect();
+                format!(" AND team_id IN ({})", marks.join(", "))
+            }
+            None => String::new(),
+        }
+    }
+
+    /// A consistent view for a report made of several reads.
+    pub async fn snapshot(&self) -> Result<Snapshot> {
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        if self.postgres {
+            sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                .execute(&mut *tx)
+                .await
+                .map_err(map_err)?;
+        }
+        Ok(Snapshot { tx })
+    }
+
+    /// Open intervals and ended ones not rolled up yet, overlapping `[from, to)`.
+    pub async fn intervals_not_rolled_up(
+        &self,
+        snap: &mut Snapshot,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        teams: Option<&[String]>,
+    ) -> Result<Vec<crate::usage::Interval>> {
+        if teams.is_some_and(|t| t.is_empty()) {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT team_id, user_id, pool_id, template_id, gpus, start_ms, end_ms, util_mean FROM job_interval \
+             WHERE rolled_up = 0 AND start_ms < $1 AND (end_ms IS NULL OR end_ms > $2){}",
+            Self::team_filter(teams, 3)
+        );
+        let mut q = sqlx::query(&sql).bind(ms(to)).bind(ms(from));
+        for t in teams.unwrap_or_default() {
+            q = q.bind(t);
+        }
+        Self::interval_rows(&q.fetch_all(&mut *snap.tx).await.map_err(map_err)?)
+    }
+
+    /// Rolled-up intervals overlapping `[from, to)` (a range's partial days).
+    pub async fn rolled_up_overlapping(
+        &self,
+        snap: &mut Snapshot,
+        tz: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        teams: Option<&[String]>,
+    ) -> Result<Vec<crate::usage::Interval>> {
+        if teams.is_some_and(|t| t.is_empty()) {
+            return Ok(Vec::new());
+        }
+        let longest: i64 = sqlx::query("SELECT longest_ms FROM usage_rollup_meta WHERE tz = $1")
+            .bind(tz)
+            .fetch_optional(&mut *snap.tx)
+            .await
+            .map_err(map_err)?
+            .map(|r| r.try_get("longest_ms"))
+            .transpose()?
+            .unwrap_or(0);
+        // Starting no earlier than the longest interval before `from`: an index range.
+        let sql = format!(
+            "SELECT team_id, user_id, pool_id, template_id, gpus, start_ms, end_ms, util_mean FROM job_interval \
+             WHERE rolled_up = 1 AND start_ms < $1 AND start_ms >= $2 AND end_ms > $3{}",
+            Self::team_filter(teams, 4)
+        );
+        let mut q = sqlx::query(&sql)
+            .bind(ms(to))
+            .bind(ms(from) - longest)
+            .bind(ms(from));
+        for t in teams.unwrap_or_default() {
+            q = q.bind(t);
+        }
+        Self::interval_rows(&q.fetch_all(&mut *snap.tx).await.map_err(map_err)?)
+    }
+
+    /// Daily rollups of whole local days `[first, end)`, summed per day and group:
+    /// (day, group, GPU-ms, measured GPU-ms, used GPU-ms).
+    pub async fn rollup_days(
+        &self,
+        snap: &mut Snapshot,
+        tz: &str,
+        first: chrono::NaiveDate,
+        end: chrono::NaiveDate,
+        group_by: crate::usage::GroupBy,
+        teams: Option<&[String]>,
+    ) -> Result<Vec<(chrono::NaiveDate, String, f64, f64, f64)>> {
+        if teams.is_some_and(|t| t.is_empty()) {
+            return Ok(Vec::new());
+        }
+        let col = match group_by {
+            crate::usage::GroupBy::Team => "team_id",
+            crate::usage::GroupBy::User => "user_id",
+            crate::usage::GroupBy::Pool => "pool_id",
+            crate::usage::GroupBy::Template => "template_id",
+        };
+        let sql = format!(
+            "SELECT day, {col} AS k, SUM(gpu_ms) AS a, SUM(measured_gpu_ms) AS m, SUM(used_gpu_ms) AS u \
+             FROM usage_daily WHERE tz = $1 AND day >= $2 AND day < $3{} GROUP BY day, {col}",
+            Self::team_filter(teams, 4)
+        );
+        let mut q = sqlx::query(&sql)
+            .bind(tz)
+            .bind(first.to_string())
+            .bind(end.to_string());
+        for t in teams.unwrap_or_default() {
+            q = q.bind(t);
+        }
+        let rows = q.fetch_all(&mut *snap.tx).await.map_err(map_err)?;
+        rows.iter()
+            .map(|r| {
+                let day: String = r.try_get("day")?;
+                Ok((
+                    day.parse().unwrap_or_default(),
+                    r.try_get("k")?,
+                    r.try_get("a")?,
+                    r.try_get("m")?,
+                    r.try_get("u")?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Rolls up to `limit` ended intervals into the daily table of `tz` (those whose
+    /// utilization is known, unless `wait_for_util` is false). Returns how many.
+    pub async fn roll_up(
+        &self,
+        tz: chrono_tz::Tz,
+        limit: i64,
+        wait_for_util: bool,
+    ) -> Result<usize> {
+        let sql = format!(
+            "SELECT interval_id, team_id, user_id, pool_id, template_id, gpus, start_ms, end_ms, util_mean FROM job_interval \
+             WHERE rolled_up = 0 AND end_ms IS NOT NULL{} ORDER BY end_ms LIMIT $1",
+            if wait_for_util { " AND util_checked = 1" } else { "" }
+        );
+        let rows = sqlx::query(&sql)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let intervals = Self::interval_rows(&rows)?;
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let mut longest = 0i64;
+        let mut done = 0;
+        for (r, i) in rows.iter().zip(&intervals) {
+            // Claim it first: two recorders (two replicas, or a test beside the server's
+            // own) never add the same interval twice.
+            let id: String = r.try_get("interval_id")?;
+            let claimed = sqlx::query(
+                "UPDATE job_interval SET rolled_up = 1 WHERE interval_id = $1 AND rolled_up = 0",
+            )
+            .bind(&id)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?
+            .rows_affected()
+                > 0;
+            if !claimed {
+                continue;
+            }
+            done += 1;
+            let end = i.end.expect("ended");
+            longest = longest.max((end - i.start).num_milliseconds());
+            let util = i.util.map(|u| u.clamp(0.0, 1.0));
+            for (day, gpu_ms) in
+                crate::usage::pieces(i, i.start, end, end, crate::usage::Bucket::Day, tz)
+            {
+                let measured = if util.is_some() { gpu_ms } else { 0.0 };
+                sqlx::query(
+                    "INSERT INTO usage_daily (tz, day, team_id, user_id, pool_id, template_id, gpu_ms, measured_gpu_ms, used_gpu_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                     ON CONFLICT (tz, day, team_id, user_id, pool_id, template_id) DO UPDATE SET \
+                     gpu_ms = usage_daily.gpu_ms + excluded.gpu_ms, \
+                     measured_gpu_ms = usage_daily.measured_gpu_ms + excluded.measured_gpu_ms, \
+                     used_gpu_ms = usage_daily.used_gpu_ms + excluded.used_gpu_ms",
+                )
+                .bind(tz.name())
+                .bind(day.to_string())
+                .bind(&i.team)
+                .bind(&i.user)
+                .bind(&i.pool)
+                .bind(&i.template)
+                .bind(gpu_ms)
+                .bind(measured)
+                .bind(measured * util.unwrap_or(0.0))
+                .execute(&mut *tx)
+                .await
+                .map_err(map_err)?;
+            }
+        }
+        sqlx::query(
+            "INSERT INTO usage_rollup_meta (tz, longest_ms) VALUES ($1, $2) \
+             ON CONFLICT (tz) DO UPDATE SET longest_ms = CASE WHEN excluded.longest_ms > usage_rollup_meta.longest_ms THEN excluded.longest_ms ELSE usage_rollup_meta.longest_ms END",
+        )
+        .bind(tz.name())
+        .bind(longest)
+        .execute(&mut *tx)
+        .await
+        .map_err(map_err)?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(done)
+    }
+
+    /// Rollups made for another time zone are dropped and rebuilt (after a configuration
+    /// change): returns whether that happened.
+    pub async fn reset_rollups_unless(&self, tz: chrono_tz::Tz) -> Result<bool> {
+        let other = sqlx::query("SELECT tz FROM usage_rollup_meta WHERE tz <> $1")
+            .bind(tz.name())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(map_err)?
+            .is_some();
+        if other {
+            let mut tx = self.pool.begin().await.map_err(map_err)?;
+            for sql in [
+                "DELETE FROM usage_daily",
+                "DELETE FROM usage_rollup_meta",
+                "UPDATE job_interval SET rolled_up = 0",
+            ] {
+                sqlx::query(sql).execute(&mut *tx).await.map_err(map_err)?;
+            }
+            tx.commit().await.map_err(map_err)?;
+        }
+        Ok(other)
+    }
+
     /// Ended run intervals whose mean utilization is not stored yet, oldest first.
     pub async fn intervals_without_util(
         &self,
@@ -553,7 +816,7 @@ impl Db {
     > {
         let rows = sqlx::query(
             "SELECT interval_id, job_id, team_id, gpus, start_ms, end_ms FROM job_interval \
-             WHERE end_ms IS NOT NULL AND util_mean IS NULL ORDER BY end_ms LIMIT $1",
+             WHERE end_ms IS NOT NULL AND util_checked = 0 ORDER BY end_ms LIMIT $1",
         )
         .bind(limit)
         .fetch_all(&self.pool)
@@ -578,8 +841,20 @@ impl Db {
     }
 
     pub async fn set_interval_util(&self, interval_id: &str, util: f64) -> Result<()> {
-        sqlx::query("UPDATE job_interval SET util_mean = $1 WHERE interval_id = $2")
-            .bind(util)
+        sqlx::query(
+            "UPDATE job_interval SET util_mean = $1, util_checked = 1 WHERE interval_id = $2",
+        )
+        .bind(util)
+        .bind(interval_id)
+        .execute(&self.pool)
+        .await
+        .map_err(map_err)?;
+        Ok(())
+    }
+
+    /// The metrics back end has no figure for this interval: it stays unmeasured.
+    pub async fn set_interval_util_unknown(&self, interval_id: &str) -> Result<()> {
+        sqlx::query("UPDATE job_interval SET util_checked = 1 WHERE interval_id = $1")
             .bind(interval_id)
             .execute(&self.pool)
             .await

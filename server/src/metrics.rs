@@ -186,37 +186,61 @@ impl Metrics for SimMetrics {
     }
 }
 
-/// Stores the mean utilization of every ended run interval that lacks one, every few
-/// seconds. A back end that is down leaves them for the next round: nothing is lost.
-pub fn spawn_recorder(db: crate::db::Db, metrics: Arc<dyn Metrics>) -> tokio::task::JoinHandle<()> {
+/// Every few seconds: stores the mean utilization of every ended run interval that lacks
+/// one, then rolls ended intervals up into the daily usage table. A metrics back end that is
+/// down leaves its intervals for the next round (reports count them exactly meanwhile):
+/// nothing is lost. Without a back end, intervals are rolled up unmeasured.
+pub fn spawn_recorder(
+    db: crate::db::Db,
+    metrics: Option<Arc<dyn Metrics>>,
+    tz: chrono_tz::Tz,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut every = tokio::time::interval(Duration::from_secs(2));
         loop {
             every.tick().await;
-            if let Err(e) = record_once(&db, metrics.as_ref()).await {
+            if let Err(e) = record_once(&db, metrics.as_deref(), tz).await {
                 tracing::warn!(error = %e, "could not record interval utilization; will retry");
             }
         }
     })
 }
 
-/// One round of [`spawn_recorder`]: how many intervals got their utilization.
-pub async fn record_once(db: &crate::db::Db, metrics: &dyn Metrics) -> anyhow::Result<usize> {
-    let mut done = 0;
-    for (id, job, start, end) in db.intervals_without_util(500).await? {
-        match metrics.interval_mean(&job, start, end).await {
-            Ok(Some(u)) => {
-                db.set_interval_util(&id, u).await?;
-                done += 1;
+/// One round of [`spawn_recorder`]: how many intervals were rolled up.
+pub async fn record_once(
+    db: &crate::db::Db,
+    metrics: Option<&dyn Metrics>,
+    tz: chrono_tz::Tz,
+) -> anyhow::Result<usize> {
+    if let Some(metrics) = metrics {
+        'batches: loop {
+            let batch = db.intervals_without_util(500).await?;
+            let full = batch.len() == 500;
+            for (id, job, start, end) in batch {
+                match metrics.interval_mean(&job, start, end).await {
+                    Ok(Some(u)) => db.set_interval_util(&id, u).await?,
+                    // The back end has no figure for it: it stays unmeasured (allocated
+                    // only), never invented.
+                    Ok(None) => db.set_interval_util_unknown(&id).await?,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "metrics unavailable; interval utilization left for later");
+                        break 'batches;
+                    }
+                }
             }
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "metrics unavailable; interval utilization left for later");
+            if !full {
                 break;
             }
         }
     }
-    Ok(done)
+    let mut rolled = 0;
+    loop {
+        let n = db.roll_up(tz, 500, metrics.is_some()).await?;
+        rolled += n;
+        if n < 500 {
+            return Ok(rolled);
+        }
+    }
 }
 
 #[cfg(test)]

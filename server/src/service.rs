@@ -260,19 +260,17 @@ impl Portal {
                 ))
             }
         };
-        let intervals = self
-            .db
-            .intervals_overlapping(from, to, teams.as_deref())
-            .await?;
-        Ok(crate::usage::report(
-            &intervals,
+        Ok(crate::usage::from_database(
+            &self.db,
             from,
             to,
             self.cluster.now(),
             group_by,
             bucket,
             self.usage_tz,
-        ))
+            teams.as_deref(),
+        )
+        .await?)
     }
 
     pub fn session_absolute(&self) -> chrono::TimeDelta {

@@ -232,11 +232,17 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         seed_jobs(&portal).await?;
     }
     tasks.push(crate::reconciler::spawn_resender(portal.clone()));
-    if let crate::config::MetricsBackend::Sim = config.metrics_backend() {
-        let metrics: Arc<dyn crate::metrics::Metrics> =
-            Arc::new(crate::metrics::SimMetrics::new(config.metrics.seed));
-        tasks.push(crate::metrics::spawn_recorder(db.clone(), metrics));
+    let metrics: Option<Arc<dyn crate::metrics::Metrics>> = match config.metrics_backend() {
+        crate::config::MetricsBackend::Sim => Some(Arc::new(crate::metrics::SimMetrics::new(
+            config.metrics.seed,
+        ))),
+        crate::config::MetricsBackend::None => None,
+    };
+    let tz = config.usage.tz();
+    if db.reset_rollups_unless(tz).await? {
+        tracing::info!(time_zone = %tz.name(), "accounting time zone changed: rebuilding the daily usage rollups");
     }
+    tasks.push(crate::metrics::spawn_recorder(db.clone(), metrics, tz));
     if sim.is_some() {
         tasks.push(crate::reconciler::spawn_clock_saver(
             db.clone(),

@@ -128,13 +128,106 @@ fn local_date(t: DateTime<Utc>, tz: Tz) -> NaiveDate {
 }
 
 #[derive(Default, Clone, Copy)]
-struct Sums {
+pub struct Sums {
     allocated_ms: f64,
     used_ms: f64,
     measured_ms: f64,
 }
 
-/// The report over `[from, to)`: rows sorted by bucket, then group.
+/// The pieces of `i` inside `[from, to)` (an open interval runs to `now`), one per bucket:
+/// (the bucket's first local day, GPU-milliseconds).
+pub fn pieces(
+    i: &Interval,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    now: DateTime<Utc>,
+    bucket: Bucket,
+    tz: Tz,
+) -> Vec<(NaiveDate, f64)> {
+    let start = i.start.max(from);
+    let end = i.end.unwrap_or(now).min(to);
+    let mut out = Vec::new();
+    let mut cur = start;
+    while cur < end {
+        let b = bucket_of(local_date(cur, tz), bucket);
+        let boundary = local_midnight(next_bucket(b, bucket), tz);
+        let piece_end = end.min(boundary);
+        out.push((
+            b,
+            (piece_end - cur).num_milliseconds() as f64 * f64::from(i.gpus),
+        ));
+        cur = piece_end;
+    }
+    out
+}
+
+/// Sums per (bucket, group) in GPU-milliseconds, before they become hours.
+#[derive(Default)]
+pub struct Accumulator {
+    sums: BTreeMap<(NaiveDate, String), Sums>,
+}
+
+impl Accumulator {
+    /// Adds every piece of `intervals` inside `[from, to)`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_intervals(
+        &mut self,
+        intervals: &[Interval],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        now: DateTime<Utc>,
+        group_by: GroupBy,
+        bucket: Bucket,
+        tz: Tz,
+    ) {
+        for i in intervals {
+            for (b, gpu_ms) in pieces(i, from, to, now, bucket, tz) {
+                let measured = if i.util.is_some() { gpu_ms } else { 0.0 };
+                let used = gpu_ms * i.util.unwrap_or(0.0).clamp(0.0, 1.0);
+                self.add(b, group_by.key(i), gpu_ms, measured, used);
+            }
+        }
+    }
+
+    /// Adds one rolled-up day (already in GPU-milliseconds) to the bucket holding it.
+    pub fn add_day(
+        &mut self,
+        day: NaiveDate,
+        key: &str,
+        gpu_ms: f64,
+        measured: f64,
+        used: f64,
+        bucket: Bucket,
+    ) {
+        self.add(bucket_of(day, bucket), key, gpu_ms, measured, used);
+    }
+
+    fn add(&mut self, b: NaiveDate, key: &str, gpu_ms: f64, measured: f64, used: f64) {
+        let s = self.sums.entry((b, key.to_string())).or_default();
+        s.allocated_ms += gpu_ms;
+        s.measured_ms += measured;
+        s.used_ms += used;
+    }
+
+    pub fn rows(self) -> Vec<UsageRow> {
+        const MS_PER_HOUR: f64 = 3_600_000.0;
+        self.sums
+            .into_iter()
+            .map(|((bucket_start, key), s)| UsageRow {
+                bucket_start,
+                key,
+                gpu_hours_allocated: s.allocated_ms / MS_PER_HOUR,
+                gpu_hours_used: s.used_ms / MS_PER_HOUR,
+                gpu_hours_idle: (s.measured_ms - s.used_ms) / MS_PER_HOUR,
+                gpu_hours_unmeasured: (s.allocated_ms - s.measured_ms) / MS_PER_HOUR,
+                efficiency: (s.measured_ms > 0.0).then(|| s.used_ms / s.measured_ms),
+            })
+            .collect()
+    }
+}
+
+/// The report over `[from, to)` straight from the intervals: rows sorted by bucket, then
+/// group. The definition every faster path is checked against.
 pub fn report(
     intervals: &[Interval],
     from: DateTime<Utc>,
@@ -144,40 +237,68 @@ pub fn report(
     bucket: Bucket,
     tz: Tz,
 ) -> Vec<UsageRow> {
-    let mut sums: BTreeMap<(NaiveDate, String), Sums> = BTreeMap::new();
-    for i in intervals {
-        let start = i.start.max(from);
-        let end = i.end.unwrap_or(now).min(to);
-        if end <= start {
-            continue;
+    let mut acc = Accumulator::default();
+    acc.add_intervals(intervals, from, to, now, group_by, bucket, tz);
+    acc.rows()
+}
+
+/// The whole local days inside `[from, to)`: `[first, end)`, possibly empty.
+pub fn whole_days(from: DateTime<Utc>, to: DateTime<Utc>, tz: Tz) -> (NaiveDate, NaiveDate) {
+    let mut first = local_date(from, tz);
+    if local_midnight(first, tz) < from {
+        first += Duration::days(1);
+    }
+    let end = local_date(to, tz);
+    // `end` begins at or before `to`: days before it end by `to`.
+    (first, end.max(first))
+}
+
+/// Rollups plus the exact pieces they cannot hold: the report over `[from, to)` read from
+/// the database. Equal to [`report`] over every interval (see the tests).
+#[allow(clippy::too_many_arguments)]
+pub async fn from_database(
+    db: &crate::db::Db,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    now: DateTime<Utc>,
+    group_by: GroupBy,
+    bucket: Bucket,
+    tz: Tz,
+    teams: Option<&[String]>,
+) -> Result<Vec<UsageRow>, crate::db::DbError> {
+    let mut acc = Accumulator::default();
+    let (first, end) = whole_days(from, to, tz);
+    // One snapshot: a rollup batch committing meanwhile is either wholly in the rollups or
+    // wholly among the fresh intervals, never both or neither.
+    let snap = &mut db.snapshot().await?;
+    // Rolled-up intervals: whole days from the daily rollups, the partial days at the
+    // edges exactly; with no whole day inside, the whole range exactly.
+    let exact: Vec<(DateTime<Utc>, DateTime<Utc>)> = if first < end {
+        for (day, key, gpu_ms, measured, used) in db
+            .rollup_days(snap, tz.name(), first, end, group_by, teams)
+            .await?
+        {
+            acc.add_day(day, &key, gpu_ms, measured, used, bucket);
         }
-        let mut cur = start;
-        while cur < end {
-            let b = bucket_of(local_date(cur, tz), bucket);
-            let boundary = local_midnight(next_bucket(b, bucket), tz);
-            let piece_end = end.min(boundary);
-            let gpu_ms = (piece_end - cur).num_milliseconds() as f64 * f64::from(i.gpus);
-            let s = sums.entry((b, group_by.key(i).to_string())).or_default();
-            s.allocated_ms += gpu_ms;
-            if let Some(u) = i.util {
-                s.measured_ms += gpu_ms;
-                s.used_ms += gpu_ms * u.clamp(0.0, 1.0);
-            }
-            cur = piece_end;
+        vec![
+            (from, local_midnight(first, tz)),
+            (local_midnight(end, tz), to),
+        ]
+    } else {
+        vec![(from, to)]
+    };
+    for (a, b) in exact {
+        if a < b {
+            let edge = db
+                .rolled_up_overlapping(snap, tz.name(), a, b, teams)
+                .await?;
+            acc.add_intervals(&edge, a, b, now, group_by, bucket, tz);
         }
     }
-    const MS_PER_HOUR: f64 = 3_600_000.0;
-    sums.into_iter()
-        .map(|((bucket_start, key), s)| UsageRow {
-            bucket_start,
-            key,
-            gpu_hours_allocated: s.allocated_ms / MS_PER_HOUR,
-            gpu_hours_used: s.used_ms / MS_PER_HOUR,
-            gpu_hours_idle: (s.measured_ms - s.used_ms) / MS_PER_HOUR,
-            gpu_hours_unmeasured: (s.allocated_ms - s.measured_ms) / MS_PER_HOUR,
-            efficiency: (s.measured_ms > 0.0).then(|| s.used_ms / s.measured_ms),
-        })
-        .collect()
+    // Open intervals and ended ones not rolled up yet, exactly.
+    let fresh = db.intervals_not_rolled_up(snap, from, to, teams).await?;
+    acc.add_intervals(&fresh, from, to, now, group_by, bucket, tz);
+    Ok(acc.rows())
 }
 
 /// The rows as CSV with a header; the group's column is named after the grouping.
