@@ -16,9 +16,10 @@ run: setup build
 ## test: every test — formatting, lints, unit and integration (SQLite and Postgres), browser
 test: setup setup-browser lint unit build e2e
 
-## bench: queue benchmarks (Kueue's baseline replay, 10k-queue recompute), printed as figures
+## bench: queue benchmarks (Kueue's baseline replay, 10k-queue recompute) and the usage report over 1M intervals, printed as figures
 bench:
 	cargo bench -p server --bench queue
+	cargo bench -p server --bench usage
 
 setup:
 	@rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown

@@ -779,6 +779,103 @@ impl Db {
         Ok(done)
     }
 
+    /// Rebuilds every daily rollup of `tz` from the ended intervals in one pass (after a
+    /// bulk import; the recorder rolls up new intervals one batch at a time). Returns how
+    /// many intervals it rolled up.
+    pub async fn rebuild_rollups(&self, tz: chrono_tz::Tz) -> Result<usize> {
+        use std::collections::HashMap;
+        type Key = (chrono::NaiveDate, String, String, String, String);
+        let mut days: HashMap<Key, (f64, f64, f64)> = HashMap::new();
+        let mut longest = 0i64;
+        let mut count = 0usize;
+        let mut after = String::new();
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        for sql in [
+            "DELETE FROM usage_daily",
+            "DELETE FROM usage_rollup_meta",
+            "UPDATE job_interval SET rolled_up = 0",
+        ] {
+            sqlx::query(sql).execute(&mut *tx).await.map_err(map_err)?;
+        }
+        loop {
+            // Keyset pages by id (unique, so nothing is read twice or skipped).
+            let rows = sqlx::query(
+                "SELECT interval_id, team_id, user_id, pool_id, template_id, gpus, start_ms, end_ms, util_mean FROM job_interval \
+                 WHERE end_ms IS NOT NULL AND interval_id > $1 ORDER BY interval_id LIMIT 50000",
+            )
+            .bind(&after)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(map_err)?;
+            let page = Self::interval_rows(&rows)?;
+            let full = page.len() == 50_000;
+            if let Some(last) = rows.last() {
+                after = last.try_get("interval_id")?;
+            }
+            for i in &page {
+                let end = i.end.expect("ended");
+                longest = longest.max((end - i.start).num_milliseconds());
+                for (day, gpu_ms) in
+                    crate::usage::pieces(i, i.start, end, end, crate::usage::Bucket::Day, tz)
+                {
+                    let e = days
+                        .entry((
+                            day,
+                            i.team.clone(),
+                            i.user.clone(),
+                            i.pool.clone(),
+                            i.template.clone(),
+                        ))
+                        .or_default();
+                    e.0 += gpu_ms;
+                    if let Some(u) = i.util {
+                        e.1 += gpu_ms;
+                        e.2 += gpu_ms * u.clamp(0.0, 1.0);
+                    }
+                }
+            }
+            count += page.len();
+            if !full {
+                break;
+            }
+        }
+        for ((day, team, user, pool, template), (a, m, u)) in &days {
+            sqlx::query(
+                "INSERT INTO usage_daily (tz, day, team_id, user_id, pool_id, template_id, gpu_ms, measured_gpu_ms, used_gpu_ms) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            )
+            .bind(tz.name())
+            .bind(day.to_string())
+            .bind(team)
+            .bind(user)
+            .bind(pool)
+            .bind(template)
+            .bind(*a)
+            .bind(*m)
+            .bind(*u)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        }
+        sqlx::query("UPDATE job_interval SET rolled_up = 1 WHERE end_ms IS NOT NULL")
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        sqlx::query("INSERT INTO usage_rollup_meta (tz, longest_ms) VALUES ($1, $2)")
+            .bind(tz.name())
+            .bind(longest)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(count)
+    }
+
+    /// The pool, for benchmarks that load data in bulk.
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
     /// Rollups made for another time zone are dropped and rebuilt (after a configuration
     /// change): returns whether that happened.
     pub async fn reset_rollups_unless(&self, tz: chrono_tz::Tz) -> Result<bool> {
