@@ -649,3 +649,37 @@ pub struct UsageView {
     pub chart_svg: String,
     pub csv_url: String,
 }
+
+/// One GPU of a job over a window: utilization samples, 0–100 %.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuSeries {
+    pub node: String,
+    /// 0–7 on its node.
+    pub gpu: u32,
+    pub util_pct: Vec<f64>,
+}
+
+/// The job's GPUs together at one time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MeanSample {
+    pub at: DateTime<Utc>,
+    pub util_pct: f64,
+    pub fb_used_gib: f64,
+    pub power_w: f64,
+}
+
+/// A job's GPU utilization over its current (or last) run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobUtilization {
+    pub job_id: String,
+    /// False when the job has not run yet, or the metrics back end has nothing for it.
+    pub available: bool,
+    pub message: Option<String>,
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+    pub step_s: i64,
+    pub gpus: Vec<GpuSeries>,
+    pub mean: Vec<MeanSample>,
+    /// Every GPU under 5 % for the last 30 minutes (a stalled job holding its GPUs).
+    pub idle: bool,
+}

@@ -131,6 +131,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/audit", get(audit_log))
         .route("/api/v1/jobs/{id}", get(get_job))
         .route("/api/v1/jobs/{id}/cancel", post(cancel))
+        .route("/api/v1/jobs/{id}/utilization", get(job_utilization))
         .route("/api/v1/events", get(events))
         .route("/api/v1/sim/advance", post(sim_advance))
         .route("/api/v1/usage", get(usage))
@@ -842,4 +843,14 @@ async fn usage(
         "rows": rows,
     }))
     .into_response())
+}
+
+/// `GET /api/v1/jobs/{id}/utilization`: the job's per-GPU series, mean utilization, memory
+/// and power, and the idle flag.
+async fn job_utilization(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+    Path(id): Path<String>,
+) -> ApiResult<impl IntoResponse> {
+    Ok(Json(state.portal.job_utilization(&v, &id).await?))
 }

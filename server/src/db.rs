@@ -899,6 +899,27 @@ impl Db {
         Ok(other)
     }
 
+    /// The job's latest run interval: (start, end or `None` while it runs).
+    pub async fn last_interval(
+        &self,
+        job_id: &str,
+    ) -> Result<Option<(DateTime<Utc>, Option<DateTime<Utc>>)>> {
+        let row = sqlx::query(
+            "SELECT start_ms, end_ms FROM job_interval WHERE job_id = $1 ORDER BY start_ms DESC LIMIT 1",
+        )
+        .bind(job_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(map_err)?;
+        row.map(|r| {
+            Ok((
+                from_ms(r.try_get("start_ms")?),
+                r.try_get::<Option<i64>, _>("end_ms")?.map(from_ms),
+            ))
+        })
+        .transpose()
+    }
+
     /// Ended run intervals whose mean utilization is not stored yet, oldest first.
     pub async fn intervals_without_util(
         &self,

@@ -186,6 +186,26 @@ impl Metrics for SimMetrics {
     }
 }
 
+/// Idle: utilization under 5 % on every GPU at every sample of the last 30 minutes.
+pub const IDLE_BELOW_PCT: f64 = 5.0;
+pub const IDLE_FOR: chrono::TimeDelta = chrono::TimeDelta::minutes(30);
+
+/// Whether the samples (time, per-GPU utilization in %) show the job idle at `now`: it has
+/// samples covering the last [`IDLE_FOR`], and every one is under [`IDLE_BELOW_PCT`].
+pub fn is_idle(samples: &[(DateTime<Utc>, Vec<f64>)], now: DateTime<Utc>) -> bool {
+    let since = now - IDLE_FOR;
+    let Some(first) = samples.first() else {
+        return false;
+    };
+    if first.0 > since {
+        return false;
+    }
+    samples
+        .iter()
+        .filter(|(t, _)| *t >= since)
+        .all(|(_, gpus)| gpus.iter().all(|u| *u < IDLE_BELOW_PCT))
+}
+
 /// Every few seconds: stores the mean utilization of every ended run interval that lacks
 /// one, then rolls ended intervals up into the daily usage table. A metrics back end that is
 /// down leaves its intervals for the next round (reports count them exactly meanwhile):
@@ -254,6 +274,36 @@ mod tests {
             gpus: 8,
             since: "2026-11-01T00:00:00Z".parse().unwrap(),
         }
+    }
+
+    #[test]
+    fn idle_means_every_gpu_under_5_percent_for_30_minutes() {
+        let t0: DateTime<Utc> = "2026-11-01T00:00:00Z".parse().unwrap();
+        let at = |m: i64| t0 + chrono::Duration::minutes(m);
+        let series =
+            |f: &dyn Fn(i64) -> Vec<f64>| (0..=60).map(|m| (at(m), f(m))).collect::<Vec<_>>();
+        // 0 % for the last 31 minutes on both GPUs: idle.
+        let s = series(&|m| {
+            if m >= 29 {
+                vec![0.0, 1.0]
+            } else {
+                vec![90.0, 90.0]
+            }
+        });
+        assert!(is_idle(&s, at(60)));
+        // One GPU busy once in the window: not idle.
+        let s = series(&|m| {
+            if m == 50 {
+                vec![0.0, 40.0]
+            } else {
+                vec![0.0, 0.0]
+            }
+        });
+        assert!(!is_idle(&s, at(60)));
+        // Quiet, but for only 20 minutes so far: not idle yet.
+        let s: Vec<_> = (0..=20).map(|m| (at(40 + m), vec![0.0])).collect();
+        assert!(!is_idle(&s, at(60)));
+        assert!(!is_idle(&[], at(60)));
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub struct Portal {
     session_absolute: chrono::TimeDelta,
     /// The time zone accounting days are counted in.
     usage_tz: chrono_tz::Tz,
+    /// Where GPU utilization comes from, if anywhere.
+    metrics: Option<Arc<dyn crate::metrics::Metrics>>,
     /// The Kubernetes object settings, when that is the back end.
     kube: Option<crate::config::KubeSettings>,
     /// Quota edits one at a time (with the version check, two admins never overwrite).
@@ -204,6 +206,7 @@ impl Portal {
             sso_provider: None,
             session_absolute: chrono::TimeDelta::hours(24),
             usage_tz: chrono_tz::Tz::UTC,
+            metrics: None,
             kube: None,
             quota_edits: tokio::sync::Mutex::new(()),
         }
@@ -221,6 +224,102 @@ impl Portal {
     pub fn with_usage(mut self, usage: &crate::config::UsageConfig) -> Self {
         self.usage_tz = usage.tz();
         self
+    }
+
+    pub fn with_metrics(mut self, metrics: Option<Arc<dyn crate::metrics::Metrics>>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The job's per-GPU utilization over its current or last run (at most the last two
+    /// hours, a sample a minute), the mean utilization, memory and power, and the idle flag.
+    /// Seen by whoever may see the job.
+    pub async fn job_utilization(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+    ) -> Result<JobUtilization, ApiError> {
+        let row = self.visible_row(viewer, id).await?;
+        let mut out = JobUtilization {
+            job_id: row.id.clone(),
+            available: false,
+            message: None,
+            from: None,
+            to: None,
+            step_s: 60,
+            gpus: Vec::new(),
+            mean: Vec::new(),
+            idle: false,
+        };
+        let Some(metrics) = &self.metrics else {
+            out.message = Some("no metrics back end is configured".into());
+            return Ok(out);
+        };
+        let Some((start, end)) = self.db.last_interval(&row.id).await? else {
+            out.message = Some("the job has not run yet".into());
+            return Ok(out);
+        };
+        let now = self.cluster.now();
+        let to = end.unwrap_or(now).min(now);
+        let from = start.max(to - chrono::TimeDelta::hours(2));
+        let job = crate::metrics::JobGpus {
+            job_id: row.id.clone(),
+            team: row.team.clone(),
+            gpus: row.gpus,
+            since: start,
+        };
+        let per_node = 8u32;
+        out.gpus = (0..row.gpus)
+            .map(|g| GpuSeries {
+                node: row
+                    .node_names
+                    .get((g / per_node) as usize)
+                    .cloned()
+                    .unwrap_or_else(|| format!("node {}", g / per_node + 1)),
+                gpu: g % per_node,
+                util_pct: Vec::new(),
+            })
+            .collect();
+        let mut samples = Vec::new();
+        let mut t = from;
+        while t <= to {
+            let mut at_t = Vec::with_capacity(row.gpus as usize);
+            let (mut fb, mut power) = (0.0, 0.0);
+            for g in 0..row.gpus {
+                match metrics.reading(&job, g, t).await {
+                    Ok(Some(r)) => {
+                        at_t.push(r.util_pct);
+                        fb += r.fb_used_mib;
+                        power += r.power_w;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        out.message = Some(e.to_string());
+                        out.gpus.clear();
+                        return Ok(out);
+                    }
+                }
+            }
+            if at_t.len() == row.gpus as usize && row.gpus > 0 {
+                for (s, u) in out.gpus.iter_mut().zip(&at_t) {
+                    s.util_pct.push(*u);
+                }
+                let n = f64::from(row.gpus);
+                out.mean.push(MeanSample {
+                    at: t,
+                    util_pct: at_t.iter().sum::<f64>() / n,
+                    fb_used_gib: fb / n / 1024.0,
+                    power_w: power / n,
+                });
+                samples.push((t, at_t));
+            }
+            t += chrono::TimeDelta::seconds(out.step_s);
+        }
+        out.available = !out.mean.is_empty();
+        out.idle = end.is_none() && crate::metrics::is_idle(&samples, to);
+        out.from = Some(from);
+        out.to = Some(to);
+        Ok(out)
     }
 
     pub fn usage_tz(&self) -> chrono_tz::Tz {

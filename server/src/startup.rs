@@ -212,6 +212,16 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         tasks.push(kube.spawn_watch());
         tasks.extend(kube.spawn_job_watches());
     }
+    let metrics: Option<Arc<dyn crate::metrics::Metrics>> = match config.metrics_backend() {
+        crate::config::MetricsBackend::Sim => Some(Arc::new(crate::metrics::SimMetrics::new(
+            config.metrics.seed,
+        ))),
+        crate::config::MetricsBackend::None => None,
+    };
+    let tz = config.usage.tz();
+    if db.reset_rollups_unless(tz).await? {
+        tracing::info!(time_zone = %tz.name(), "accounting time zone changed: rebuilding the daily usage rollups");
+    }
     let mut portal = Portal::new(
         db.clone(),
         cluster.clone(),
@@ -219,7 +229,10 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         live_tx,
         config.auth.dev_login(),
     );
-    portal = portal.with_auth(&config.auth).with_usage(&config.usage);
+    portal = portal
+        .with_auth(&config.auth)
+        .with_usage(&config.usage)
+        .with_metrics(metrics.clone());
     if kube.is_some() {
         portal = portal.with_kube(config.kube.clone());
     }
@@ -232,17 +245,11 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         seed_jobs(&portal).await?;
     }
     tasks.push(crate::reconciler::spawn_resender(portal.clone()));
-    let metrics: Option<Arc<dyn crate::metrics::Metrics>> = match config.metrics_backend() {
-        crate::config::MetricsBackend::Sim => Some(Arc::new(crate::metrics::SimMetrics::new(
-            config.metrics.seed,
-        ))),
-        crate::config::MetricsBackend::None => None,
-    };
-    let tz = config.usage.tz();
-    if db.reset_rollups_unless(tz).await? {
-        tracing::info!(time_zone = %tz.name(), "accounting time zone changed: rebuilding the daily usage rollups");
-    }
-    tasks.push(crate::metrics::spawn_recorder(db.clone(), metrics, tz));
+    tasks.push(crate::metrics::spawn_recorder(
+        db.clone(),
+        metrics.clone(),
+        tz,
+    ));
     if sim.is_some() {
         tasks.push(crate::reconciler::spawn_clock_saver(
             db.clone(),

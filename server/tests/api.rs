@@ -234,6 +234,7 @@ on_both!(
     usage_counts_gpu_hours_from_admission_to_the_end,
     demo_history_fills_thirty_days_within_the_pools,
     rollups_give_the_same_report_as_the_raw_intervals,
+    job_utilization_gives_per_gpu_series,
     templates_are_created_versioned_and_deprecated_by_admins,
 );
 
@@ -2238,5 +2239,66 @@ async fn rollups_give_the_same_report_as_the_raw_intervals(t: Target) {
             }
         }
     }
+    finish(app, db).await;
+}
+
+async fn job_utilization_gives_per_gpu_series(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let dave = app.client("dave").await;
+    let job = alice.launch(llama(16)).await;
+    let id = job["id"].as_str().unwrap();
+    carol.advance(3 * 3600).await;
+    let (s, u) = alice.get(&format!("/api/v1/jobs/{id}/utilization")).await;
+    assert_eq!(s, StatusCode::OK, "{u}");
+    assert_eq!(u["available"], true, "{u}");
+    let gpus = u["gpus"].as_array().unwrap();
+    // Two nodes of 8, named as the job's nodes.
+    assert_eq!(gpus.len(), 16);
+    let (_, j) = alice.get(&format!("/api/v1/jobs/{id}")).await;
+    let nodes: Vec<&str> = j["node_names"]
+        .as_array()
+        .map(|a| a.iter().map(|n| n.as_str().unwrap()).collect())
+        .unwrap_or_default();
+    if nodes.len() == 2 {
+        assert_eq!(gpus[0]["node"], nodes[0]);
+        assert_eq!(gpus[15]["node"], nodes[1]);
+    }
+    assert_eq!(gpus[15]["gpu"], 7);
+    // The last two hours, a sample a minute (both ends included).
+    let samples = gpus[0]["util_pct"].as_array().unwrap().len();
+    assert_eq!(samples, 121, "{u}");
+    assert_eq!(u["mean"].as_array().unwrap().len(), samples);
+    for g in gpus {
+        for v in g["util_pct"].as_array().unwrap() {
+            let v = v.as_f64().unwrap();
+            assert!((0.0..=100.0).contains(&v), "{v}");
+        }
+    }
+    let m = &u["mean"][0];
+    assert!(m["power_w"].as_f64().unwrap() > 0.0 && m["fb_used_gib"].as_f64().unwrap() > 0.0);
+    // The same answer twice (the sim is deterministic), and not for another team.
+    let (_, again) = alice.get(&format!("/api/v1/jobs/{id}/utilization")).await;
+    assert_eq!(again, u);
+    let (s, _) = dave.get(&format!("/api/v1/jobs/{id}/utilization")).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // A job that has not run: nothing to show, and it says so.
+    let big = alice
+        .launch(json!({ "template": "llama-3.1-8b-fsdp", "gpus": 16, "pool": "hgx-h200" }))
+        .await;
+    let waiting = alice
+        .launch(json!({ "template": "llama-3.1-8b-fsdp", "gpus": 16, "pool": "hgx-h200" }))
+        .await;
+    assert_eq!(big["state"], "admitted");
+    let (_, u) = alice
+        .get(&format!(
+            "/api/v1/jobs/{}/utilization",
+            waiting["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(u["available"], false);
+    assert_eq!(u["message"], "the job has not run yet");
     finish(app, db).await;
 }
