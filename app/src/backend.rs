@@ -102,6 +102,8 @@ pub trait Backend: Send + Sync + 'static {
         name: String,
         expires_in_days: Option<u32>,
     ) -> Result<NewApiToken, ApiError>;
+    /// The job's per-GPU utilization over its current or last run.
+    async fn job_utilization(&self, viewer: &Viewer, id: &str) -> Result<JobUtilization, ApiError>;
     /// GPU usage over the last `days` days (leads: their teams; admins: all).
     async fn usage_view(
         &self,

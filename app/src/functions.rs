@@ -218,3 +218,9 @@ pub async fn get_usage(days: u32, group_by: String, bucket: String) -> Result<Us
     let (backend, viewer) = ssr::backend_and_viewer().await?;
     backend.usage_view(&viewer, days, group_by, bucket).await
 }
+
+#[server]
+pub async fn get_job_utilization(id: String) -> Result<JobUtilization, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.job_utilization(&viewer, &id).await
+}

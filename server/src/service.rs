@@ -1699,6 +1699,10 @@ impl Backend for Portal {
         })
     }
 
+    async fn job_utilization(&self, viewer: &Viewer, id: &str) -> Result<JobUtilization, ApiError> {
+        Portal::job_utilization(self, viewer, id).await
+    }
+
     async fn usage_view(
         &self,
         viewer: &Viewer,
