@@ -648,6 +648,11 @@ pub struct UsageView {
     pub total: UsageRowView,
     pub chart_svg: String,
     pub csv_url: String,
+    /// The jobs with the most GPU-hours, and with the most idle GPU-hours.
+    pub top_allocated: Vec<TopJob>,
+    pub top_idle: Vec<TopJob>,
+    /// Each quota (of the teams in the report) against its use.
+    pub quota_use: Vec<QuotaAgainstUse>,
 }
 
 /// One GPU of a job over a window: utilization samples, 0–100 %.
@@ -682,4 +687,25 @@ pub struct JobUtilization {
     pub mean: Vec<MeanSample>,
     /// Every GPU under 5 % for the last 30 minutes (a stalled job holding its GPUs).
     pub idle: bool,
+}
+
+/// A job in a usage report's top list.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TopJob {
+    pub id: String,
+    pub name: String,
+    pub user: String,
+    pub team: String,
+    pub gpu_hours_allocated: f64,
+    pub gpu_hours_idle: f64,
+}
+
+/// A team's quota in a pool against its use over a report's range.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuotaAgainstUse {
+    pub team: String,
+    pub pool: String,
+    /// Nominal quota × the range's hours.
+    pub quota_gpu_hours: f64,
+    pub gpu_hours_allocated: f64,
 }

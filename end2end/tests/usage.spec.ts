@@ -20,6 +20,8 @@ test("a lead's Usage page shows a chart and a table, and the CSV download has th
   await expect(chart).toContainText("GPU-hours allocated per day, by team");
   await expect(chart).toContainText("efficiency (%)");
   await expect(page.getByTestId("usage-table")).toContainText("nlp");
+  await expect(page.getByTestId("top-jobs")).toContainText("e2e-usage");
+  await expect(page.getByTestId("quota-use")).toContainText("hgx-h100");
   await page.screenshot({ path: `${SHOTS}/usage-lead.png`, fullPage: true });
 
   // The page's numbers and the CSV's, row by row.

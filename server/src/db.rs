@@ -899,6 +899,59 @@ impl Db {
         Ok(other)
     }
 
+    /// The jobs with the most GPU-hours inside `[from, to)` (running ones up to `now`):
+    /// (job id, name, user, team, allocated GPU-ms, idle GPU-ms of the measured part), most
+    /// allocated first, or most idle first.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn top_jobs(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        now: DateTime<Utc>,
+        teams: Option<&[String]>,
+        by_idle: bool,
+        limit: i64,
+    ) -> Result<Vec<(String, String, String, String, f64, f64)>> {
+        if teams.is_some_and(|t| t.is_empty()) {
+            return Ok(Vec::new());
+        }
+        // Each interval clipped to the range, exactly; portable CASE instead of LEAST/MIN.
+        let clipped =
+            "(CASE WHEN COALESCE(i.end_ms, $3) < $2 THEN COALESCE(i.end_ms, $3) ELSE $2 END \
+                        - CASE WHEN i.start_ms > $1 THEN i.start_ms ELSE $1 END)";
+        let sql = format!(
+            "SELECT i.job_id AS job_id, j.name AS name, j.user_id AS user_id, j.team_id AS team_id, \
+                    CAST(SUM(i.gpus * {clipped}) AS DOUBLE PRECISION) AS gpu_ms, \
+                    CAST(SUM(CASE WHEN i.util_mean IS NULL THEN 0 ELSE i.gpus * {clipped} * (1 - i.util_mean) END) AS DOUBLE PRECISION) AS idle_ms \
+             FROM job_interval i JOIN job j ON j.job_id = i.job_id \
+             WHERE i.start_ms < $2 AND (i.end_ms IS NULL OR i.end_ms > $1){} \
+             GROUP BY i.job_id, j.name, j.user_id, j.team_id ORDER BY {} DESC LIMIT {limit}",
+            Self::team_filter(teams, 4).replace("team_id", "i.team_id"),
+            if by_idle { "idle_ms" } else { "gpu_ms" },
+        );
+        let mut q = sqlx::query(&sql).bind(ms(from)).bind(ms(to)).bind(ms(now));
+        for t in teams.unwrap_or_default() {
+            q = q.bind(t);
+        }
+        let rows = q.fetch_all(&self.pool).await.map_err(map_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("job_id")?,
+                    r.try_get("name")?,
+                    r.try_get("user_id")?,
+                    r.try_get("team_id")?,
+                    r.try_get::<f64, _>("gpu_ms")?,
+                    r.try_get::<f64, _>("idle_ms")?,
+                ))
+            })
+            // A job admitted and ended in the same instant held nothing.
+            .filter(|r: &Result<(String, String, String, String, f64, f64)>| {
+                r.as_ref().map_or(true, |r| r.4 > 0.0)
+            })
+            .collect()
+    }
+
     /// The job's latest run interval: (start, end or `None` while it runs).
     pub async fn last_interval(
         &self,

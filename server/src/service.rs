@@ -337,13 +337,34 @@ impl Portal {
         bucket: crate::usage::Bucket,
         team: Option<&str>,
     ) -> Result<Vec<crate::usage::UsageRow>, ApiError> {
+        let teams = self.report_teams(viewer, team)?;
+        Ok(crate::usage::from_database(
+            &self.db,
+            from,
+            to,
+            self.cluster.now(),
+            group_by,
+            bucket,
+            self.usage_tz,
+            teams.as_deref(),
+        )
+        .await?)
+    }
+
+    /// The teams a usage report covers: `team` if the viewer leads it (or is an admin);
+    /// else every team for an admin (`None`), the teams they lead for a lead; else 403.
+    fn report_teams(
+        &self,
+        viewer: &Viewer,
+        team: Option<&str>,
+    ) -> Result<Option<Vec<String>>, ApiError> {
         let led: Vec<String> = viewer
             .teams
             .iter()
             .filter(|m| m.role == Role::Lead)
             .map(|m| m.team.clone())
             .collect();
-        let teams: Option<Vec<String>> = match team {
+        Ok(match team {
             Some(t) if viewer.is_admin || led.iter().any(|l| l == t) => Some(vec![t.to_string()]),
             Some(t) => {
                 return Err(ApiError::forbidden(format!(
@@ -358,18 +379,7 @@ impl Portal {
                     "usage reports are for team leads and admins",
                 ))
             }
-        };
-        Ok(crate::usage::from_database(
-            &self.db,
-            from,
-            to,
-            self.cluster.now(),
-            group_by,
-            bucket,
-            self.usage_tz,
-            teams.as_deref(),
-        )
-        .await?)
+        })
     }
 
     pub fn session_absolute(&self) -> chrono::TimeDelta {
@@ -1741,6 +1751,60 @@ impl Backend for Portal {
             crate::usage::local_midnight(to_day, tz),
         );
         let rows = self.usage(viewer, from, to, g, b, None).await?;
+        let teams = self.report_teams(viewer, None)?;
+        let now = self.cluster.now();
+        let top = |by_idle| {
+            let teams = teams.clone();
+            async move {
+                Ok::<_, ApiError>(
+                    self.db
+                        .top_jobs(from, to, now, teams.as_deref(), by_idle, 10)
+                        .await?
+                        .into_iter()
+                        .map(|(id, name, user, team, a, i)| TopJob {
+                            id,
+                            name,
+                            user,
+                            team,
+                            gpu_hours_allocated: a / 3.6e6,
+                            gpu_hours_idle: i / 3.6e6,
+                        })
+                        .filter(|j| !by_idle || j.gpu_hours_idle > 0.0)
+                        .collect::<Vec<_>>(),
+                )
+            }
+        };
+        let top_allocated = top(false).await?;
+        let top_idle = top(true).await?;
+        // Quota against use: per team and pool, the nominal quota over the range's hours.
+        let hours = (to.min(now) - from).num_milliseconds().max(0) as f64 / 3.6e6;
+        let mut quota_use = Vec::new();
+        for q in self.db.list_quotas().await? {
+            if teams.as_ref().is_some_and(|t| !t.contains(&q.team)) {
+                continue;
+            }
+            let used = self
+                .usage(
+                    viewer,
+                    from,
+                    to,
+                    crate::usage::GroupBy::Pool,
+                    b,
+                    Some(&q.team),
+                )
+                .await?
+                .iter()
+                .filter(|r| r.key == q.pool)
+                .map(|r| r.gpu_hours_allocated)
+                .sum::<f64>()
+                + 0.0; // an empty float sum is -0.0
+            quota_use.push(QuotaAgainstUse {
+                team: q.team.clone(),
+                pool: q.pool.clone(),
+                quota_gpu_hours: f64::from(q.quota.nominal) * hours,
+                gpu_hours_allocated: used,
+            });
+        }
         let view = |r: &crate::usage::UsageRow| UsageRowView {
             bucket_start: r.bucket_start.to_string(),
             key: r.key.clone(),
@@ -1780,6 +1844,9 @@ impl Backend for Portal {
             bucket,
             rows: rows.iter().map(view).collect(),
             total,
+            top_allocated,
+            top_idle,
+            quota_use,
         })
     }
 

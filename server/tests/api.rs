@@ -2069,6 +2069,36 @@ async fn usage_counts_gpu_hours_from_admission_to_the_end(t: Target) {
     );
     assert!(pools.iter().all(|p| *p == "hgx-h200"), "{by_pool}");
 
+    // Top jobs: the hour of 16 GPUs, clipped to the range; the queued one ran nothing.
+    let now = app.running.portal.cluster.now();
+    let top = app
+        .running
+        .portal
+        .db
+        .top_jobs(now - chrono::Duration::days(1), now, now, None, false, 10)
+        .await
+        .unwrap();
+    assert_eq!(top.len(), 1, "{top:?}");
+    assert_eq!(top[0].0, ran["id"].as_str().unwrap());
+    assert!((top[0].4 / 3.6e6 - 16.0).abs() < 1e-9, "{top:?}");
+    // A range that starts half-way through the run counts half of it.
+    let admitted = now - chrono::Duration::hours(2);
+    let half = app
+        .running
+        .portal
+        .db
+        .top_jobs(
+            admitted + chrono::Duration::minutes(30),
+            now,
+            now,
+            Some(&["nlp".to_string()]),
+            false,
+            10,
+        )
+        .await
+        .unwrap();
+    assert!((half[0].4 / 3.6e6 - 8.0).abs() < 1e-6, "{half:?}");
+
     // The CSV has the same numbers.
     let csv = bob
         .http

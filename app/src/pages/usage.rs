@@ -6,7 +6,7 @@ use leptos::prelude::*;
 
 use crate::app::Authed;
 use crate::components::ErrorBox;
-use crate::model::{UsageRowView, UsageView};
+use crate::model::{TopJob, UsageRowView, UsageView};
 
 #[component]
 pub fn UsagePage() -> impl IntoView {
@@ -18,6 +18,8 @@ pub fn UsagePage() -> impl IntoView {
 }
 
 fn hours(h: f64) -> String {
+    // An empty float sum is -0.0: never show "-0.0".
+    let h = h + 0.0;
     if h >= 100.0 {
         format!("{h:.0} GPU-h")
     } else {
@@ -129,6 +131,30 @@ fn Report(v: UsageView) -> impl IntoView {
                 <div class="chart" data-testid="usage-chart" inner_html=v.chart_svg.clone()></div>
             }.into_any()
         }}
+        <div class="two-col">
+            <section class="panel" data-testid="quota-use">
+                <h2>"Quota against use"</h2>
+                <table class="audit-table">
+                    <thead><tr><th>"Team"</th><th>"Pool"</th><th class="num">"Quota × hours"</th><th class="num">"Allocated"</th><th class="num">"Of quota"</th></tr></thead>
+                    <tbody>
+                        {v.quota_use.iter().map(|q| view! {
+                            <tr>
+                                <td>{q.team.clone()}</td><td>{q.pool.clone()}</td>
+                                <td class="num">{hours(q.quota_gpu_hours)}</td>
+                                <td class="num">{hours(q.gpu_hours_allocated)}</td>
+                                <td class="num">{if q.quota_gpu_hours > 0.0 { format!("{:.0} %", 100.0 * q.gpu_hours_allocated / q.quota_gpu_hours + 0.0) } else { "no quota".into() }}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+                <p class="muted small">"Over 100 %: the team borrowed what others left idle."</p>
+            </section>
+            <section class="panel" data-testid="top-jobs">
+                <h2>"Top jobs"</h2>
+                <TopList title="By GPU-hours" jobs=v.top_allocated.clone() idle=false/>
+                <TopList title="By idle GPU-hours" jobs=v.top_idle.clone() idle=true/>
+            </section>
+        </div>
         <section class="panel">
             <div class="panel-head">
                 <h2>"The numbers"</h2>
@@ -152,5 +178,27 @@ fn Report(v: UsageView) -> impl IntoView {
                 </tbody>
             </table>
         </section>
+    }
+}
+
+#[component]
+fn TopList(title: &'static str, jobs: Vec<TopJob>, idle: bool) -> impl IntoView {
+    view! {
+        <h3 class="small-head">{title}</h3>
+        {if jobs.is_empty() {
+            view! { <p class="muted small">"None in this range."</p> }.into_any()
+        } else {
+            view! {
+                <ol class="top-jobs">
+                    {jobs.into_iter().map(|j| view! {
+                        <li>
+                            <a href=format!("/jobs/{}", j.id)>{j.name}</a>
+                            <span class="muted">{format!(" · {} · {}", j.user, j.team)}</span>
+                            <span class="num">{if idle { format!("{} idle of {}", hours(j.gpu_hours_idle), hours(j.gpu_hours_allocated)) } else { hours(j.gpu_hours_allocated) }}</span>
+                        </li>
+                    }).collect_view()}
+                </ol>
+            }.into_any()
+        }}
     }
 }
