@@ -1642,6 +1642,26 @@ async fn every_api_route_by_role(t: Target) {
             admin_only(428),
         ),
         ("GET", "/api/v1/audit".into(), None, admin_only(200)),
+        // Usage: a team's lead and admins; members (and their tokens) are refused.
+        (
+            "GET",
+            "/api/v1/usage".into(),
+            None,
+            vec![
+                (Anon, 401),
+                (Member, 403),
+                (Lead, 200),
+                (Other, 403),
+                (Admin, 200),
+                (Token, 403),
+            ],
+        ),
+        (
+            "GET",
+            "/api/v1/usage?team=vision".into(),
+            None,
+            vec![(Lead, 403), (Other, 403), (Admin, 200)],
+        ),
         (
             "GET",
             format!("/api/v1/jobs/{nlp}"),
