@@ -61,6 +61,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/launch/:template") view=LaunchFormPage ssr=SsrMode::Async/>
                     <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async/>
                     <Route path=path!("/jobs/:id") view=JobDetailPage ssr=SsrMode::Async/>
+                    <Route path=path!("/pools") view=crate::pages::pools::PoolsPage ssr=SsrMode::Async/>
                     <Route path=path!("/usage") view=crate::pages::usage::UsagePage ssr=SsrMode::Async/>
                     <Route path=path!("/profile") view=crate::pages::profile::ProfilePage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/quotas") view=crate::pages::admin::AdminQuotasPage ssr=SsrMode::Async/>
@@ -83,6 +84,7 @@ fn NavBar() -> impl IntoView {
                 <A href="/" exact=true>"Home"</A>
                 <A href="/launch">"Launch"</A>
                 <A href="/jobs">"Jobs"</A>
+                <A href="/pools">"Pools"</A>
             </nav>
             <span
                 class="live-dot"

@@ -102,6 +102,9 @@ pub trait Backend: Send + Sync + 'static {
         name: String,
         expires_in_days: Option<u32>,
     ) -> Result<NewApiToken, ApiError>;
+    /// Every pool as a node × GPU grid: who holds each GPU (names for the viewer's team only)
+    /// and its utilization now.
+    async fn pool_grids(&self, viewer: &Viewer) -> Result<Vec<PoolGrid>, ApiError>;
     /// The job's per-GPU utilization over its current or last run.
     async fn job_utilization(&self, viewer: &Viewer, id: &str) -> Result<JobUtilization, ApiError>;
     /// GPU usage over the last `days` days (leads: their teams; admins: all).

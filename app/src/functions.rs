@@ -224,3 +224,9 @@ pub async fn get_job_utilization(id: String) -> Result<JobUtilization, ApiError>
     let (backend, viewer) = ssr::backend_and_viewer().await?;
     backend.job_utilization(&viewer, &id).await
 }
+
+#[server]
+pub async fn get_pool_grids() -> Result<Vec<PoolGrid>, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.pool_grids(&viewer).await
+}

@@ -709,3 +709,29 @@ pub struct QuotaAgainstUse {
     pub quota_gpu_hours: f64,
     pub gpu_hours_allocated: f64,
 }
+
+/// One GPU in a pool's grid.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GridCell {
+    /// The job holding it: its name for the viewer's own team, "another team" otherwise;
+    /// `None` when free.
+    pub job: Option<String>,
+    /// Set only for jobs the viewer may open.
+    pub job_id: Option<String>,
+    /// Utilization, 0–100 %, when known.
+    pub util_pct: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GridNode {
+    pub name: String,
+    pub cells: Vec<GridCell>,
+}
+
+/// Every node of a pool as a row of its GPUs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PoolGrid {
+    pub pool: String,
+    pub gpu_model: String,
+    pub nodes: Vec<GridNode>,
+}

@@ -1709,6 +1709,98 @@ impl Backend for Portal {
         })
     }
 
+    async fn pool_grids(&self, viewer: &Viewer) -> Result<Vec<PoolGrid>, ApiError> {
+        let per_node = 8usize;
+        let now = self.cluster.now();
+        let mut grids: Vec<PoolGrid> = self
+            .db
+            .list_pools()
+            .await?
+            .into_iter()
+            .map(|p| PoolGrid {
+                nodes: (0..p.nodes)
+                    .map(|i| GridNode {
+                        name: format!("{}-node-{i:02}", p.name),
+                        cells: vec![
+                            GridCell {
+                                job: None,
+                                job_id: None,
+                                util_pct: None
+                            };
+                            per_node
+                        ],
+                    })
+                    .collect(),
+                pool: p.name,
+                gpu_model: p.gpu_model,
+            })
+            .collect();
+        for job in self.db.active_jobs().await? {
+            if !matches!(job.state, JobState::Admitted | JobState::Running) {
+                continue;
+            }
+            let Some(grid) = grids.iter_mut().find(|g| g.pool == job.pool) else {
+                continue;
+            };
+            let visible = Self::may_see(viewer, &job.team);
+            let since = match self.db.last_interval(&job.id).await? {
+                Some((start, None)) => Some(start),
+                _ => None,
+            };
+            let gpus = crate::metrics::JobGpus {
+                job_id: job.id.clone(),
+                team: job.team.clone(),
+                gpus: job.gpus,
+                since: since.unwrap_or(now),
+            };
+            let mut g = 0u32;
+            for node in &job.node_names {
+                let row = match grid.nodes.iter().position(|n| &n.name == node) {
+                    Some(i) => i,
+                    None => {
+                        grid.nodes.push(GridNode {
+                            name: node.clone(),
+                            cells: vec![
+                                GridCell {
+                                    job: None,
+                                    job_id: None,
+                                    util_pct: None
+                                };
+                                per_node
+                            ],
+                        });
+                        grid.nodes.len() - 1
+                    }
+                };
+                for cell in grid.nodes[row].cells.iter_mut().filter(|c| c.job.is_none()) {
+                    if g >= job.gpus {
+                        break;
+                    }
+                    let util = match (&self.metrics, since) {
+                        (Some(m), Some(_)) => m
+                            .reading(&gpus, g, now)
+                            .await
+                            .ok()
+                            .flatten()
+                            .map(|r| r.util_pct),
+                        _ => None,
+                    };
+                    *cell = GridCell {
+                        job: Some(if visible {
+                            job.name.clone()
+                        } else {
+                            "another team".into()
+                        }),
+                        job_id: visible.then(|| job.id.clone()),
+                        util_pct: util,
+                    };
+                    g += 1;
+                }
+            }
+        }
+        Ok(grids)
+    }
+
     async fn job_utilization(&self, viewer: &Viewer, id: &str) -> Result<JobUtilization, ApiError> {
         Portal::job_utilization(self, viewer, id).await
     }

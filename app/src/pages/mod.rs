@@ -6,5 +6,6 @@ pub mod jobs;
 pub mod launch;
 pub mod launch_form;
 pub mod login;
+pub mod pools;
 pub mod profile;
 pub mod usage;
