@@ -770,31 +770,8 @@ async fn usage(
     if to - from > chrono::Duration::days(400) {
         return Err(ApiError::invalid("to", "a report spans at most 400 days").into());
     }
-    let group_by = match q.group_by.as_deref().unwrap_or("team") {
-        "team" => GroupBy::Team,
-        "user" => GroupBy::User,
-        "pool" => GroupBy::Pool,
-        "template" => GroupBy::Template,
-        other => {
-            return Err(ApiError::invalid(
-                "group_by",
-                format!("'{other}' is not one of team, user, pool, template"),
-            )
-            .into())
-        }
-    };
-    let bucket = match q.bucket.as_deref().unwrap_or("day") {
-        "day" => Bucket::Day,
-        "week" => Bucket::Week,
-        "month" => Bucket::Month,
-        other => {
-            return Err(ApiError::invalid(
-                "bucket",
-                format!("'{other}' is not one of day, week, month"),
-            )
-            .into())
-        }
-    };
+    let group_by = GroupBy::parse(q.group_by.as_deref().unwrap_or("team"))?;
+    let bucket = Bucket::parse(q.bucket.as_deref().unwrap_or("day"))?;
     let csv = match q.format.as_deref().unwrap_or("json") {
         "json" => false,
         "csv" => true,
@@ -839,7 +816,7 @@ async fn usage(
         "to": to,
         "time_zone": tz.name(),
         "group_by": key,
-        "bucket": q.bucket.as_deref().unwrap_or("day"),
+        "bucket": bucket.as_str(),
         "rows": rows,
     }))
     .into_response())

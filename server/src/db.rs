@@ -517,36 +517,19 @@ impl Db {
         to: DateTime<Utc>,
         teams: Option<&[String]>,
     ) -> Result<Vec<crate::usage::Interval>> {
-        let mut sql =
-            "SELECT team_id, user_id, pool_id, template_id, gpus, start_ms, end_ms, util_mean \
-                       FROM job_interval WHERE start_ms < $1 AND (end_ms IS NULL OR end_ms > $2)"
-                .to_string();
-        if let Some(teams) = teams {
-            if teams.is_empty() {
-                return Ok(Vec::new());
-            }
-            let marks: Vec<String> = (0..teams.len()).map(|i| format!("${}", i + 3)).collect();
-            sql.push_str(&format!(" AND team_id IN ({})", marks.join(", ")));
+        if teams.is_some_and(|t| t.is_empty()) {
+            return Ok(Vec::new());
         }
+        let sql = format!(
+            "SELECT team_id, user_id, pool_id, template_id, gpus, start_ms, end_ms, util_mean \
+             FROM job_interval WHERE start_ms < $1 AND (end_ms IS NULL OR end_ms > $2){}",
+            Self::team_filter(teams, 3)
+        );
         let mut q = sqlx::query(&sql).bind(ms(to)).bind(ms(from));
         for t in teams.unwrap_or_default() {
             q = q.bind(t);
         }
-        let rows = q.fetch_all(&self.pool).await.map_err(map_err)?;
-        rows.iter()
-            .map(|r| {
-                Ok(crate::usage::Interval {
-                    team: r.try_get("team_id")?,
-                    user: r.try_get("user_id")?,
-                    pool: r.try_get("pool_id")?,
-                    template: r.try_get("template_id")?,
-                    gpus: r.try_get::<i64, _>("gpus")? as u32,
-                    start: from_ms(r.try_get("start_ms")?),
-                    end: r.try_get::<Option<i64>, _>("end_ms")?.map(from_ms),
-                    util: r.try_get("util_mean")?,
-                })
-            })
-            .collect()
+        Self::interval_rows(&q.fetch_all(&self.pool).await.map_err(map_err)?)
     }
 
     fn interval_rows(rows: &[AnyRow]) -> Result<Vec<crate::usage::Interval>> {
@@ -949,6 +932,20 @@ impl Db {
             .filter(|r: &Result<(String, String, String, String, f64, f64)>| {
                 r.as_ref().map_or(true, |r| r.4 > 0.0)
             })
+            .collect()
+    }
+
+    /// When each job holding GPUs now started its current run (one query for all of them;
+    /// open intervals are never rolled up, so the partial index finds them).
+    pub async fn open_interval_starts(&self) -> Result<HashMap<String, DateTime<Utc>>> {
+        let rows = sqlx::query(
+            "SELECT job_id, start_ms FROM job_interval WHERE rolled_up = 0 AND end_ms IS NULL",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(map_err)?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("job_id")?, from_ms(r.try_get("start_ms")?))))
             .collect()
     }
 

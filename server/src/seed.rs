@@ -447,27 +447,23 @@ pub async fn seed_history(db: &Db, now: DateTime<Utc>) -> anyhow::Result<usize> 
                         node_names: None,
                         kind,
                     };
+                // Admitted, then its pods run: the two steps of every run.
+                let start_run: [(&'static [JobState], JobState, &'static str); 2] = [
+                    (&[JobState::Queued], JobState::Admitted, "Admitted"),
+                    (
+                        &[JobState::Admitted],
+                        JobState::Running,
+                        "All pods are running",
+                    ),
+                ];
                 let mut at = admitted;
                 let mut remaining = run;
                 // One job in six is preempted once, waits, and runs again.
                 if next(6) == 0 && run > chrono::Duration::hours(2) {
                     let first = chrono::Duration::minutes(30 + next(60) as i64);
-                    db.transition(&step(
-                        &[JobState::Queued],
-                        JobState::Admitted,
-                        at,
-                        "Admitted",
-                        None,
-                    ))
-                    .await?;
-                    db.transition(&step(
-                        &[JobState::Admitted],
-                        JobState::Running,
-                        at,
-                        "All pods are running",
-                        None,
-                    ))
-                    .await?;
+                    for (from, to, reason) in start_run {
+                        db.transition(&step(from, to, at, reason, None)).await?;
+                    }
                     at += first;
                     remaining -= first;
                     db.transition(&step(
@@ -480,22 +476,9 @@ pub async fn seed_history(db: &Db, now: DateTime<Utc>) -> anyhow::Result<usize> 
                     .await?;
                     at += chrono::Duration::minutes(20 + next(60) as i64);
                 }
-                db.transition(&step(
-                    &[JobState::Queued],
-                    JobState::Admitted,
-                    at,
-                    "Admitted",
-                    None,
-                ))
-                .await?;
-                db.transition(&step(
-                    &[JobState::Admitted],
-                    JobState::Running,
-                    at,
-                    "All pods are running",
-                    None,
-                ))
-                .await?;
+                for (from, to, reason) in start_run {
+                    db.transition(&step(from, to, at, reason, None)).await?;
+                }
                 let end = at + remaining;
                 let (to, reason) = match next(12) {
                     0 => (JobState::Failed, "Failed: a worker exited with code 1"),

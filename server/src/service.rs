@@ -90,6 +90,21 @@ pub fn internal(e: impl std::fmt::Display) -> ApiError {
     ApiError::internal(&id)
 }
 
+/// A node of the Pools grid with every GPU free.
+fn empty_node(name: String, gpus: usize) -> GridNode {
+    GridNode {
+        name,
+        cells: vec![
+            GridCell {
+                job: None,
+                job_id: None,
+                util_pct: None
+            };
+            gpus
+        ],
+    }
+}
+
 /// Live (unrevoked) personal API tokens a user may hold.
 pub const MAX_LIVE_TOKENS: usize = 20;
 
@@ -1719,22 +1734,13 @@ impl Backend for Portal {
             .into_iter()
             .map(|p| PoolGrid {
                 nodes: (0..p.nodes)
-                    .map(|i| GridNode {
-                        name: format!("{}-node-{i:02}", p.name),
-                        cells: vec![
-                            GridCell {
-                                job: None,
-                                job_id: None,
-                                util_pct: None
-                            };
-                            per_node
-                        ],
-                    })
+                    .map(|i| empty_node(format!("{}-node-{i:02}", p.name), per_node))
                     .collect(),
                 pool: p.name,
                 gpu_model: p.gpu_model,
             })
             .collect();
+        let running_since = self.db.open_interval_starts().await?;
         for job in self.db.active_jobs().await? {
             if !matches!(job.state, JobState::Admitted | JobState::Running) {
                 continue;
@@ -1743,10 +1749,7 @@ impl Backend for Portal {
                 continue;
             };
             let visible = Self::may_see(viewer, &job.team);
-            let since = match self.db.last_interval(&job.id).await? {
-                Some((start, None)) => Some(start),
-                _ => None,
-            };
+            let since = running_since.get(&job.id).copied();
             let gpus = crate::metrics::JobGpus {
                 job_id: job.id.clone(),
                 team: job.team.clone(),
@@ -1758,17 +1761,7 @@ impl Backend for Portal {
                 let row = match grid.nodes.iter().position(|n| &n.name == node) {
                     Some(i) => i,
                     None => {
-                        grid.nodes.push(GridNode {
-                            name: node.clone(),
-                            cells: vec![
-                                GridCell {
-                                    job: None,
-                                    job_id: None,
-                                    util_pct: None
-                                };
-                                per_node
-                            ],
-                        });
+                        grid.nodes.push(empty_node(node.clone(), per_node));
                         grid.nodes.len() - 1
                     }
                 };
@@ -1816,24 +1809,8 @@ impl Backend for Portal {
         if !matches!(days, 1..=400) {
             return Err(ApiError::invalid("days", "must be 1 to 400"));
         }
-        let g = match group_by.as_str() {
-            "team" => GroupBy::Team,
-            "user" => GroupBy::User,
-            "pool" => GroupBy::Pool,
-            "template" => GroupBy::Template,
-            _ => {
-                return Err(ApiError::invalid(
-                    "group_by",
-                    "team, user, pool or template",
-                ))
-            }
-        };
-        let b = match bucket.as_str() {
-            "day" => Bucket::Day,
-            "week" => Bucket::Week,
-            "month" => Bucket::Month,
-            _ => return Err(ApiError::invalid("bucket", "day, week or month")),
-        };
+        let g = GroupBy::parse(&group_by)?;
+        let b = Bucket::parse(&bucket)?;
         let tz = self.usage_tz;
         let today = self.cluster.now().with_timezone(&tz).date_naive();
         let to_day = today + chrono::Duration::days(1);
@@ -1871,20 +1848,20 @@ impl Backend for Portal {
         // Quota against use: per team and pool, the nominal quota over the range's hours.
         let hours = (to.min(now) - from).num_milliseconds().max(0) as f64 / 3.6e6;
         let mut quota_use = Vec::new();
+        // One report per team (grouped by pool), shared by that team's quotas.
+        let mut by_team: std::collections::HashMap<String, Vec<crate::usage::UsageRow>> =
+            std::collections::HashMap::new();
         for q in self.db.list_quotas().await? {
             if teams.as_ref().is_some_and(|t| !t.contains(&q.team)) {
                 continue;
             }
-            let used = self
-                .usage(
-                    viewer,
-                    from,
-                    to,
-                    crate::usage::GroupBy::Pool,
-                    b,
-                    Some(&q.team),
-                )
-                .await?
+            if !by_team.contains_key(&q.team) {
+                let rows = self
+                    .usage(viewer, from, to, GroupBy::Pool, b, Some(&q.team))
+                    .await?;
+                by_team.insert(q.team.clone(), rows);
+            }
+            let used = by_team[&q.team]
                 .iter()
                 .filter(|r| r.key == q.pool)
                 .map(|r| r.gpu_hours_allocated)

@@ -43,6 +43,20 @@ pub enum GroupBy {
 }
 
 impl GroupBy {
+    /// `team`, `user`, `pool` or `template`; else a 422 naming `group_by`.
+    pub fn parse(v: &str) -> Result<GroupBy, app::error::ApiError> {
+        match v {
+            "team" => Ok(GroupBy::Team),
+            "user" => Ok(GroupBy::User),
+            "pool" => Ok(GroupBy::Pool),
+            "template" => Ok(GroupBy::Template),
+            other => Err(app::error::ApiError::invalid(
+                "group_by",
+                format!("'{other}' is not one of team, user, pool, template"),
+            )),
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             GroupBy::Team => "team",
@@ -69,6 +83,29 @@ pub enum Bucket {
     /// Weeks start on Monday (ISO 8601).
     Week,
     Month,
+}
+
+impl Bucket {
+    /// `day`, `week` or `month`; else a 422 naming `bucket`.
+    pub fn parse(v: &str) -> Result<Bucket, app::error::ApiError> {
+        match v {
+            "day" => Ok(Bucket::Day),
+            "week" => Ok(Bucket::Week),
+            "month" => Ok(Bucket::Month),
+            other => Err(app::error::ApiError::invalid(
+                "bucket",
+                format!("'{other}' is not one of day, week, month"),
+            )),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bucket::Day => "day",
+            Bucket::Week => "week",
+            Bucket::Month => "month",
+        }
+    }
 }
 
 /// One row of a report: a bucket (its first local date) and a group.
@@ -366,11 +403,7 @@ pub fn chart_svg(rows: &[UsageRow], group_by: GroupBy, bucket: Bucket) -> String
         RGBColor(31, 111, 184),
         RGBColor(90, 99, 114),
     ];
-    let per = match bucket {
-        Bucket::Day => "day",
-        Bucket::Week => "week",
-        Bucket::Month => "month",
-    };
+    let per = bucket.as_str();
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (860, 370)).into_drawing_area();
