@@ -7,14 +7,14 @@ WASM_BINDGEN_VERSION := 0.2.130
 export RUSTFLAGS := --cfg erase_components
 E2E_PORT ?= 3100
 
-.PHONY: run test bench setup setup-browser build lint unit e2e
+.PHONY: run test bench setup setup-browser setup-prometheus build lint unit e2e
 
 ## run: build and start Gantry on the embedded default at http://127.0.0.1:3000
 run: setup build
 	./target/debug/gantry
 
 ## test: every test — formatting, lints, unit and integration (SQLite and Postgres), browser
-test: setup setup-browser lint unit build e2e
+test: setup setup-browser setup-prometheus lint unit build e2e
 
 ## bench: queue benchmarks (Kueue's baseline replay, 10k-queue recompute) and the usage report over 1M intervals, printed as figures
 bench:
@@ -29,6 +29,10 @@ setup:
 setup-browser:
 	@command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 	@test -d end2end/node_modules/@playwright/test || (cd end2end && npm ci --no-audit --no-fund)
+
+# The metrics tests run a real Prometheus (server/tests/prometheus.rs): Debian's package.
+setup-prometheus:
+	@command -v prometheus >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus)
 
 build:
 	cargo leptos build

@@ -734,4 +734,6 @@ pub struct PoolGrid {
     pub pool: String,
     pub gpu_model: String,
     pub nodes: Vec<GridNode>,
+    /// Why cells show allocation only, when the metrics back end did not answer.
+    pub metrics_note: Option<String>,
 }

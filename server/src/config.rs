@@ -47,6 +47,8 @@ pub struct Config {
 pub enum MetricsBackend {
     /// Made-up training-shaped series for the sim cluster's jobs (deterministic per seed).
     Sim,
+    /// PromQL over Prometheus' HTTP API on DCGM exporter series (`[metrics.prometheus]`).
+    Prometheus,
     /// No metrics: usage reports count allocation only.
     None,
 }
@@ -59,6 +61,17 @@ pub struct MetricsConfig {
     pub backend: Option<MetricsBackend>,
     /// The sim back end's seed.
     pub seed: u64,
+    pub prometheus: PrometheusConfig,
+}
+
+/// `[metrics.prometheus]`: where the DCGM exporter's series are kept.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrometheusConfig {
+    /// Prometheus' base URL, e.g. `http://prometheus-k8s.monitoring.svc:9090`.
+    pub url: String,
+    /// A query not answered by then counts as "metrics unavailable".
+    pub timeout_s: f64,
 }
 
 impl Config {
@@ -389,6 +402,10 @@ impl Default for Config {
             metrics: MetricsConfig {
                 backend: None,
                 seed: 1,
+                prometheus: PrometheusConfig {
+                    url: "http://127.0.0.1:9090".into(),
+                    timeout_s: 5.0,
+                },
             },
             demo: DemoConfig {
                 seed: true,
@@ -482,6 +499,24 @@ impl Config {
                     self.server.addr
                 ),
             });
+        }
+        if self.metrics_backend() == MetricsBackend::Prometheus {
+            let p = &self.metrics.prometheus;
+            if !(p.url.starts_with("http://") || p.url.starts_with("https://")) {
+                return Err(ConfigError::Invalid {
+                    key: "metrics.prometheus.url",
+                    message: format!("must be an http:// or https:// URL, got '{}'", p.url),
+                });
+            }
+            if !(p.timeout_s.is_finite() && p.timeout_s > 0.0 && p.timeout_s <= 300.0) {
+                return Err(ConfigError::Invalid {
+                    key: "metrics.prometheus.timeout_s",
+                    message: format!(
+                        "must be above 0 and at most 300 seconds, got {}",
+                        p.timeout_s
+                    ),
+                });
+            }
         }
         if self.kube.timeout_s == 0 {
             return Err(ConfigError::Invalid {

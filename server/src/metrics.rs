@@ -1,15 +1,19 @@
-//! GPU metrics: where utilization comes from. A [`Metrics`] back end answers per-GPU series
-//! for a job and the mean utilization of a run interval; the recorder stores that mean with
-//! the interval, so usage reports never depend on the metrics store's retention.
+//! GPU metrics: where utilization comes from. A [`Metrics`] back end answers a job's
+//! per-GPU series over a time range and the mean utilization of a run interval; the recorder
+//! stores that mean with the interval, so usage reports never depend on the metrics store's
+//! retention.
 //!
 //! `sim` (the embedded default) makes up series shaped like training, deterministic for a
 //! seed: a warm-up ramp, a steady state with noise, evaluation dips every hour, and now and
-//! then a job that stalls at 0 %.
+//! then a job that stalls at 0 %. `prometheus` ([`prometheus`]) asks PromQL over DCGM
+//! exporter series.
+
+pub mod prometheus;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 
 /// A job's GPUs during one run: what a back end needs to find its series.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,17 +42,48 @@ pub struct GpuReading {
     pub power_w: f64,
 }
 
+/// One GPU of a job over a [`JobSeries`]' times.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuTrack {
+    /// The node it is on, when the back end knows (DCGM's `Hostname` label).
+    pub node: Option<String>,
+    /// Its index on that node (DCGM's `gpu` label), or across the job when `node` is unknown.
+    pub gpu: u32,
+    /// A reading per time; `None` where the back end has no sample.
+    pub readings: Vec<Option<GpuReading>>,
+}
+
+/// A job's readings at `times` (`from`, `from + step`, … up to `to`), one track per GPU.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JobSeries {
+    pub times: Vec<DateTime<Utc>>,
+    pub gpus: Vec<GpuTrack>,
+}
+
+/// The times `from`, `from + step`, … that are not after `to`.
+pub fn steps(from: DateTime<Utc>, to: DateTime<Utc>, step: TimeDelta) -> Vec<DateTime<Utc>> {
+    let mut out = Vec::new();
+    let mut t = from;
+    while t <= to && step > TimeDelta::zero() {
+        out.push(t);
+        t += step;
+    }
+    out
+}
+
 #[async_trait::async_trait]
 pub trait Metrics: Send + Sync {
-    /// The reading of GPU `gpu` (0-based across the job) at `at`.
-    async fn reading(
+    /// The job's per-GPU readings at every `step` from `from` to `to` (both included).
+    async fn series(
         &self,
         job: &JobGpus,
-        gpu: u32,
-        at: DateTime<Utc>,
-    ) -> Result<Option<GpuReading>, MetricsError>;
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        step: TimeDelta,
+    ) -> Result<JobSeries, MetricsError>;
 
-    /// Mean utilization (0..=1) of all the job's GPUs over `[start, end)`.
+    /// Mean utilization (0..=1) of all the job's GPUs over `[start, end)`; `None` when the
+    /// back end has no samples for it.
     async fn interval_mean(
         &self,
         job: &JobGpus,
@@ -124,19 +159,13 @@ impl SimMetrics {
     }
 }
 
-#[async_trait::async_trait]
-impl Metrics for SimMetrics {
-    async fn reading(
-        &self,
-        job: &JobGpus,
-        gpu: u32,
-        at: DateTime<Utc>,
-    ) -> Result<Option<GpuReading>, MetricsError> {
+impl SimMetrics {
+    fn reading(&self, job: &JobGpus, gpu: u32, at: DateTime<Utc>) -> Option<GpuReading> {
         if gpu >= job.gpus || at < job.since {
-            return Ok(None);
+            return None;
         }
         let u = self.util(&job.job_id, gpu, (at - job.since).num_seconds());
-        Ok(Some(GpuReading {
+        Some(GpuReading {
             util_pct: u * 100.0,
             fb_used_mib: if u > 0.05 {
                 62_000.0 + 12_000.0 * u
@@ -144,7 +173,28 @@ impl Metrics for SimMetrics {
                 61_000.0
             },
             power_w: 90.0 + 600.0 * u,
-        }))
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Metrics for SimMetrics {
+    async fn series(
+        &self,
+        job: &JobGpus,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        step: TimeDelta,
+    ) -> Result<JobSeries, MetricsError> {
+        let times = steps(from, to, step);
+        let gpus = (0..job.gpus)
+            .map(|g| GpuTrack {
+                node: None,
+                gpu: g,
+                readings: times.iter().map(|t| self.reading(job, g, *t)).collect(),
+            })
+            .collect();
+        Ok(JobSeries { times, gpus })
     }
 
     async fn interval_mean(
@@ -358,11 +408,31 @@ mod tests {
             .sum::<f64>()
             / 80.0;
         assert!((mean - by_hand).abs() < 1e-12, "{mean} vs {by_hand}");
-        let r = m.reading(&j, 7, start).await.unwrap().unwrap();
+        let s = m
+            .series(&j, start, end, TimeDelta::minutes(1))
+            .await
+            .unwrap();
+        assert_eq!(s.times.len(), 11, "both ends included");
+        assert_eq!(s.gpus.len(), 8, "the job has 8 GPUs");
+        let r = s.gpus[7].readings[0].unwrap();
         assert!(r.util_pct >= 0.0 && r.util_pct <= 100.0 && r.power_w > 0.0);
-        assert!(
-            m.reading(&j, 8, start).await.unwrap().is_none(),
-            "the job has 8 GPUs"
+        let before = m
+            .series(
+                &j,
+                j.since - TimeDelta::minutes(2),
+                j.since,
+                TimeDelta::minutes(1),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            before.gpus[0]
+                .readings
+                .iter()
+                .map(Option::is_some)
+                .collect::<Vec<_>>(),
+            [false, false, true],
+            "nothing before the run started"
         );
     }
 }

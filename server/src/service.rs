@@ -276,59 +276,65 @@ impl Portal {
         };
         let now = self.cluster.now();
         let to = end.unwrap_or(now).min(now);
+        // The last two hours of the run, a sample a minute, the newest one at `to` (now, for
+        // a running job), so the heatmap shows the latest readings.
+        let step = chrono::TimeDelta::seconds(out.step_s);
         let from = start.max(to - chrono::TimeDelta::hours(2));
+        let from = to - step * ((to - from).num_seconds() / out.step_s) as i32;
         let job = crate::metrics::JobGpus {
             job_id: row.id.clone(),
             team: row.team.clone(),
             gpus: row.gpus,
             since: start,
         };
+        let series = match metrics.series(&job, from, to, step).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(job.id = %row.id, error = %e, "job utilization: metrics unavailable");
+                out.message = Some(format!("{e} ({})", now.format("%H:%M UTC")));
+                return Ok(out);
+            }
+        };
         let per_node = 8u32;
-        out.gpus = (0..row.gpus)
-            .map(|g| GpuSeries {
-                node: row
-                    .node_names
-                    .get((g / per_node) as usize)
-                    .cloned()
-                    .unwrap_or_else(|| format!("node {}", g / per_node + 1)),
-                gpu: g % per_node,
+        out.gpus = series
+            .gpus
+            .iter()
+            .enumerate()
+            .map(|(i, track)| GpuSeries {
+                // The back end's node name (DCGM's Hostname) when it has one, else the node
+                // the cluster placed the job on.
+                node: track.node.clone().unwrap_or_else(|| {
+                    let k = i as u32 / per_node;
+                    row.node_names
+                        .get(k as usize)
+                        .cloned()
+                        .unwrap_or_else(|| format!("node {}", k + 1))
+                }),
+                gpu: track.gpu,
                 util_pct: Vec::new(),
             })
             .collect();
         let mut samples = Vec::new();
-        let mut t = from;
-        while t <= to {
-            let mut at_t = Vec::with_capacity(row.gpus as usize);
-            let (mut fb, mut power) = (0.0, 0.0);
-            for g in 0..row.gpus {
-                match metrics.reading(&job, g, t).await {
-                    Ok(Some(r)) => {
-                        at_t.push(r.util_pct);
-                        fb += r.fb_used_mib;
-                        power += r.power_w;
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        out.message = Some(e.to_string());
-                        out.gpus.clear();
-                        return Ok(out);
-                    }
-                }
+        // A time counts when every GPU has a reading at it.
+        for (i, t) in series.times.iter().enumerate() {
+            let at_t: Option<Vec<_>> = series.gpus.iter().map(|g| g.readings[i]).collect();
+            let Some(at_t) = at_t.filter(|r| !r.is_empty()) else {
+                continue;
+            };
+            for (s, r) in out.gpus.iter_mut().zip(&at_t) {
+                s.util_pct.push(r.util_pct);
             }
-            if at_t.len() == row.gpus as usize && row.gpus > 0 {
-                for (s, u) in out.gpus.iter_mut().zip(&at_t) {
-                    s.util_pct.push(*u);
-                }
-                let n = f64::from(row.gpus);
-                out.mean.push(MeanSample {
-                    at: t,
-                    util_pct: at_t.iter().sum::<f64>() / n,
-                    fb_used_gib: fb / n / 1024.0,
-                    power_w: power / n,
-                });
-                samples.push((t, at_t));
-            }
-            t += chrono::TimeDelta::seconds(out.step_s);
+            let n = at_t.len() as f64;
+            out.mean.push(MeanSample {
+                at: *t,
+                util_pct: at_t.iter().map(|r| r.util_pct).sum::<f64>() / n,
+                fb_used_gib: at_t.iter().map(|r| r.fb_used_mib).sum::<f64>() / n / 1024.0,
+                power_w: at_t.iter().map(|r| r.power_w).sum::<f64>() / n,
+            });
+            samples.push((*t, at_t.iter().map(|r| r.util_pct).collect()));
+        }
+        if out.mean.is_empty() {
+            out.message = Some("the metrics back end has no samples for this run".into());
         }
         out.available = !out.mean.is_empty();
         out.idle = end.is_none() && crate::metrics::is_idle(&samples, to);
@@ -1738,8 +1744,10 @@ impl Backend for Portal {
                     .collect(),
                 pool: p.name,
                 gpu_model: p.gpu_model,
+                metrics_note: None,
             })
             .collect();
+        let mut metrics_note = None;
         let running_since = self.db.open_interval_starts().await?;
         for job in self.db.active_jobs().await? {
             if !matches!(job.state, JobState::Admitted | JobState::Running) {
@@ -1756,6 +1764,25 @@ impl Backend for Portal {
                 gpus: job.gpus,
                 since: since.unwrap_or(now),
             };
+            // The job's GPUs now, one query per job; a back end that is down leaves the
+            // cells coloured by allocation only (and is not asked again for the next job).
+            let readings = match (&self.metrics, since) {
+                (Some(m), Some(_)) if metrics_note.is_none() => match m
+                    .series(&gpus, now, now, chrono::TimeDelta::seconds(60))
+                    .await
+                {
+                    Ok(s) => Some(s.gpus),
+                    Err(e) => {
+                        tracing::debug!(job.id = %job.id, error = %e, "pools grid: no utilization");
+                        metrics_note = Some(format!(
+                            "Utilization not shown: {e} ({}).",
+                            now.format("%H:%M UTC")
+                        ));
+                        None
+                    }
+                },
+                _ => None,
+            };
             let mut g = 0u32;
             for node in &job.node_names {
                 let row = match grid.nodes.iter().position(|n| &n.name == node) {
@@ -1769,15 +1796,11 @@ impl Backend for Portal {
                     if g >= job.gpus {
                         break;
                     }
-                    let util = match (&self.metrics, since) {
-                        (Some(m), Some(_)) => m
-                            .reading(&gpus, g, now)
-                            .await
-                            .ok()
-                            .flatten()
-                            .map(|r| r.util_pct),
-                        _ => None,
-                    };
+                    let util = readings
+                        .as_ref()
+                        .and_then(|tracks| tracks.get(g as usize))
+                        .and_then(|t| t.readings.first().copied().flatten())
+                        .map(|r| r.util_pct);
                     *cell = GridCell {
                         job: Some(if visible {
                             job.name.clone()
@@ -1790,6 +1813,9 @@ impl Backend for Portal {
                     g += 1;
                 }
             }
+        }
+        for g in &mut grids {
+            g.metrics_note.clone_from(&metrics_note);
         }
         Ok(grids)
     }

@@ -216,6 +216,17 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         crate::config::MetricsBackend::Sim => Some(Arc::new(crate::metrics::SimMetrics::new(
             config.metrics.seed,
         ))),
+        crate::config::MetricsBackend::Prometheus => {
+            let p = &config.metrics.prometheus;
+            let m = crate::metrics::prometheus::PrometheusMetrics::new(
+                &p.url,
+                std::time::Duration::from_secs_f64(p.timeout_s),
+                &config.kube.namespace_prefix,
+            )
+            .map_err(|e| anyhow::anyhow!("metrics.prometheus.url: {e}"))?;
+            tracing::info!(url = %crate::config::redact_url(&p.url), "GPU metrics from Prometheus");
+            Some(Arc::new(m))
+        }
         crate::config::MetricsBackend::None => None,
     };
     let tz = config.usage.tz();

@@ -38,7 +38,14 @@ fn Pools() -> impl IntoView {
         <Transition fallback=|| view! { <p class="muted">"Loading pools…"</p> }>
             {move || Suspend::new(async move {
                 match grids.await {
-                    Ok(list) => list.into_iter().map(|g| view! { <Grid g/> }).collect_view().into_any(),
+                    Ok(list) => {
+                        let note = list.iter().find_map(|g| g.metrics_note.clone());
+                        view! {
+                            {note.map(|n| view! { <p class="notice" data-testid="metrics-note">{n}</p> })}
+                            {list.into_iter().map(|g| view! { <Grid g/> }).collect_view()}
+                        }
+                        .into_any()
+                    }
                     Err(e) => view! { <ErrorBox err=e/> }.into_any(),
                 }
             })}
