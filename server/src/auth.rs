@@ -22,6 +22,7 @@ use crate::startup::AppState;
 
 const USER_KEY: &str = "user_id";
 const SIGNED_IN_KEY: &str = "signed_in_at_ms";
+const SEEN_KEY: &str = "seen_at_ms";
 const ID_TOKEN_KEY: &str = "id_token";
 const PENDING_KEY: &str = "oidc_pending";
 /// Set when a session ended on its own, so the sign-in page can say why.
@@ -29,11 +30,22 @@ pub const ENDED_KEY: &str = "ended";
 /// Personal API tokens start with this, so they are easy to recognise (and to scan for).
 pub const TOKEN_PREFIX: &str = "gantry_";
 
-/// The signed-in user of this session, or `None`. A session older than `absolute` (from
-/// sign-in, however busy) ends here: it is emptied and remembers only that it expired.
+/// How long a session lives: `absolute` from sign-in however busy, `idle` since its last
+/// request.
+#[derive(Clone, Copy, Debug)]
+pub struct SessionLimits {
+    pub absolute: TimeDelta,
+    pub idle: TimeDelta,
+}
+
+/// The signed-in user of this session, or `None`. A session older than `limits.absolute`
+/// (from sign-in, however busy) ends here: it is emptied and remembers only that it expired.
+/// A request also marks the session seen, which saves it and so moves its idle expiry on
+/// (tower-sessions saves only changed sessions); at most every minute, or every quarter of
+/// the idle time if that is shorter, so a busy page is not a write per request.
 pub async fn session_user(
     session: &Session,
-    absolute: TimeDelta,
+    limits: SessionLimits,
 ) -> Result<Option<String>, ApiError> {
     let internal = crate::service::internal;
     let Some(user) = session.get::<String>(USER_KEY).await.map_err(internal)? else {
@@ -41,7 +53,7 @@ pub async fn session_user(
     };
     let at: Option<i64> = session.get(SIGNED_IN_KEY).await.map_err(internal)?;
     let now = Utc::now().timestamp_millis();
-    if at.is_none_or(|at| now - at > absolute.num_milliseconds()) {
+    if at.is_none_or(|at| now - at > limits.absolute.num_milliseconds()) {
         tracing::info!(%user, "session reached its absolute lifetime");
         session.clear().await;
         session
@@ -49,6 +61,11 @@ pub async fn session_user(
             .await
             .map_err(internal)?;
         return Ok(None);
+    }
+    let seen: Option<i64> = session.get(SEEN_KEY).await.map_err(internal)?;
+    let every = (limits.idle.num_milliseconds() / 4).min(60_000);
+    if seen.is_none_or(|seen| now - seen >= every) {
+        session.insert(SEEN_KEY, now).await.map_err(internal)?;
     }
     Ok(Some(user))
 }
@@ -370,7 +387,7 @@ impl FromRequestParts<AppState> for Authenticated {
         let session = Session::from_request_parts(parts, state)
             .await
             .map_err(|_| ApiFailure(ApiError::unauthorized()))?;
-        let user = session_user(&session, state.portal.session_absolute())
+        let user = session_user(&session, state.portal.session_limits())
             .await?
             .ok_or_else(|| ApiFailure(ApiError::unauthorized()))?;
         match state.portal.viewer_by_id(&user).await? {

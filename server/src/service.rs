@@ -51,7 +51,7 @@ pub struct Portal {
     /// The OpenID provider's name, when single sign-on is configured.
     sso_provider: Option<String>,
     /// Sessions end this long after sign-in.
-    session_absolute: chrono::TimeDelta,
+    session_limits: crate::auth::SessionLimits,
     /// The time zone accounting days are counted in.
     usage_tz: chrono_tz::Tz,
     /// Where GPU utilization comes from, if anywhere.
@@ -219,7 +219,10 @@ impl Portal {
             live,
             dev_login,
             sso_provider: None,
-            session_absolute: chrono::TimeDelta::hours(24),
+            session_limits: crate::auth::SessionLimits {
+                absolute: chrono::TimeDelta::hours(24),
+                idle: chrono::TimeDelta::hours(12),
+            },
             usage_tz: chrono_tz::Tz::UTC,
             metrics: None,
             kube: None,
@@ -230,8 +233,11 @@ impl Portal {
     /// Sign-in settings: the provider's name for the sign-in page, the sessions' lifetime.
     pub fn with_auth(mut self, auth: &crate::config::AuthConfig) -> Self {
         self.sso_provider = auth.oidc.as_ref().map(|o| o.provider_name.clone());
-        self.session_absolute =
-            chrono::TimeDelta::milliseconds((auth.session_absolute_minutes * 60_000.0) as i64);
+        let minutes = |m: f64| chrono::TimeDelta::milliseconds((m * 60_000.0) as i64);
+        self.session_limits = crate::auth::SessionLimits {
+            absolute: minutes(auth.session_absolute_minutes),
+            idle: minutes(auth.session_idle_minutes),
+        };
         self
     }
 
@@ -300,18 +306,26 @@ impl Portal {
             .gpus
             .iter()
             .enumerate()
-            .map(|(i, track)| GpuSeries {
+            .map(|(i, track)| {
                 // The back end's node name (DCGM's Hostname) when it has one, else the node
-                // the cluster placed the job on.
-                node: track.node.clone().unwrap_or_else(|| {
-                    let k = i as u32 / per_node;
-                    row.node_names
-                        .get(k as usize)
-                        .cloned()
-                        .unwrap_or_else(|| format!("node {}", k + 1))
-                }),
-                gpu: track.gpu,
-                util_pct: Vec::new(),
+                // the cluster placed the job on, 8 GPUs each.
+                let (node, gpu) = match &track.node {
+                    Some(node) => (node.clone(), track.gpu),
+                    None => {
+                        let k = i as u32 / per_node;
+                        let node = row
+                            .node_names
+                            .get(k as usize)
+                            .cloned()
+                            .unwrap_or_else(|| format!("node {}", k + 1));
+                        (node, i as u32 % per_node)
+                    }
+                };
+                GpuSeries {
+                    node,
+                    gpu,
+                    util_pct: Vec::new(),
+                }
             })
             .collect();
         let mut samples = Vec::new();
@@ -403,8 +417,8 @@ impl Portal {
         })
     }
 
-    pub fn session_absolute(&self) -> chrono::TimeDelta {
-        self.session_absolute
+    pub fn session_limits(&self) -> crate::auth::SessionLimits {
+        self.session_limits
     }
 
     /// The user a personal API token stands for; 401 for an unknown, revoked or expired one.
@@ -1468,7 +1482,7 @@ impl Backend for Portal {
         let Some(session) = parts.extensions.get::<tower_sessions::Session>() else {
             return Ok(None);
         };
-        match crate::auth::session_user(session, self.session_absolute).await? {
+        match crate::auth::session_user(session, self.session_limits).await? {
             Some(user) => self.viewer_by_id(&user).await,
             None => Ok(None),
         }

@@ -231,6 +231,8 @@ on_both!(
     api_tokens_are_created_used_and_revoked,
     cross_site_posts_are_refused,
     sessions_end_at_their_absolute_lifetime,
+    sign_out_ends_the_session_on_the_server,
+    sessions_end_after_their_idle_time,
     usage_counts_gpu_hours_from_admission_to_the_end,
     demo_history_fills_thirty_days_within_the_pools,
     rollups_give_the_same_report_as_the_raw_intervals,
@@ -1620,7 +1622,8 @@ async fn every_api_route_by_role(t: Target) {
             "POST",
             "/api/v1/manifests".into(),
             Some(llama(8)),
-            vec![(Anon, 401), (Member, 404), (Admin, 404)],
+            // The sim back end has no manifests; the kube test checks the rest.
+            all_in(404),
         ),
         ("GET", "/api/v1/quotas".into(), None, admin_only(200)),
         (
@@ -1678,6 +1681,33 @@ async fn every_api_route_by_role(t: Target) {
         (
             "GET",
             format!("/api/v1/jobs/{vis}"),
+            None,
+            vec![
+                (Anon, 401),
+                (Member, 404),
+                (Lead, 404),
+                (Other, 200),
+                (Admin, 200),
+                (Token, 404),
+            ],
+        ),
+        // A job's GPU utilization: whoever may see the job.
+        (
+            "GET",
+            format!("/api/v1/jobs/{nlp}/utilization"),
+            None,
+            vec![
+                (Anon, 401),
+                (Member, 200),
+                (Lead, 200),
+                (Other, 404),
+                (Admin, 200),
+                (Token, 200),
+            ],
+        ),
+        (
+            "GET",
+            format!("/api/v1/jobs/{vis}/utilization"),
             None,
             vec![
                 (Anon, 401),
@@ -1969,6 +1999,32 @@ async fn cross_site_posts_are_refused(t: Target) {
         .await
         .unwrap();
     assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    // A server function (what the pages call) from another site: refused, no token made.
+    use leptos::server_fn::ServerFn;
+    let res = alice
+        .http
+        .post(format!(
+            "{}{}",
+            app.base,
+            app::functions::CreateApiToken::PATH
+        ))
+        .header("origin", "https://evil.example")
+        .json(&json!({ "name": "stolen", "expires_in_days": null }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    let (_, tokens) = alice.get("/api/v1/tokens").await;
+    assert_eq!(tokens.as_array().map(Vec::len), Some(0), "{tokens}");
+    // Nor can another site sign a browser in as someone (login CSRF).
+    let res = reqwest::Client::new()
+        .post(format!("{}/auth/dev/login", app.base))
+        .header("origin", "https://evil.example")
+        .form(&[("user", "carol")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
     let (s, _) = alice.get("/api/v1/me").await;
     assert_eq!(s, StatusCode::OK, "still signed in");
     let (_, j) = alice.get(&format!("/api/v1/jobs/{id}")).await;
@@ -2011,6 +2067,75 @@ async fn sessions_end_at_their_absolute_lifetime(t: Target) {
         .await
         .unwrap();
     assert!(html.contains("Your session expired"), "{html}");
+    finish(app, db).await;
+}
+
+/// Signs in as `user` with a client that keeps no cookies; returns the session cookie.
+async fn session_cookie(app: &App, user: &str) -> String {
+    let res = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .post(format!("{}/auth/dev/login", app.base))
+        .form(&[("user", user)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    let set = res
+        .headers()
+        .get(reqwest::header::SET_COOKIE)
+        .expect("a session cookie")
+        .to_str()
+        .unwrap();
+    set.split(';').next().unwrap().to_string()
+}
+
+async fn me_with(app: &App, cookie: &str) -> StatusCode {
+    reqwest::Client::new()
+        .get(format!("{}/api/v1/me", app.base))
+        .header(reqwest::header::COOKIE, cookie)
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+async fn sign_out_ends_the_session_on_the_server(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let cookie = session_cookie(&app, "alice").await;
+    assert_eq!(me_with(&app, &cookie).await, StatusCode::OK);
+    let res = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .post(format!("{}/auth/logout", app.base))
+        .header(reqwest::header::COOKIE, &cookie)
+        .header("origin", &app.base)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    // The old cookie, replayed by a client that kept it: the session is gone.
+    assert_eq!(me_with(&app, &cookie).await, StatusCode::UNAUTHORIZED);
+    finish(app, db).await;
+}
+
+async fn sessions_end_after_their_idle_time(t: Target) {
+    let db = fresh_database(t).await;
+    let mut c = config(&db.url);
+    c.auth.session_idle_minutes = 3.0 / 60.0;
+    let app = App::start_with(c).await;
+    let cookie = session_cookie(&app, "alice").await;
+    // Busy for longer than the idle time: still signed in.
+    for _ in 0..8 {
+        tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+        assert_eq!(me_with(&app, &cookie).await, StatusCode::OK);
+    }
+    // Then idle for longer than it: ended.
+    tokio::time::sleep(std::time::Duration::from_millis(4500)).await;
+    assert_eq!(me_with(&app, &cookie).await, StatusCode::UNAUTHORIZED);
     finish(app, db).await;
 }
 
