@@ -31,6 +31,15 @@ pub enum MetricsError {
     Unavailable(String),
 }
 
+impl MetricsError {
+    /// Why, without the "metrics unavailable" in front.
+    pub fn reason(&self) -> &str {
+        match self {
+            MetricsError::Unavailable(why) => why,
+        }
+    }
+}
+
 /// One GPU's reading at one time.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct GpuReading {
@@ -267,21 +276,46 @@ pub fn spawn_recorder(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut every = tokio::time::interval(Duration::from_secs(2));
+        // Said once when the back end goes away and once when it is back, not every round.
+        let mut down = false;
         loop {
             every.tick().await;
-            if let Err(e) = record_once(&db, metrics.as_deref(), tz).await {
-                tracing::warn!(error = %e, "could not record interval utilization; will retry");
+            match record_once(&db, metrics.as_deref(), tz).await {
+                Ok(r) => match (r.metrics_error, down) {
+                    (Some(e), false) => {
+                        tracing::warn!(error = %e, "metrics unavailable; ended runs wait, unmeasured, until it answers");
+                        down = true;
+                    }
+                    (None, true) => {
+                        tracing::info!("metrics back end answers again; measuring ended runs");
+                        down = false;
+                    }
+                    _ => {}
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not record interval utilization; will retry");
+                }
             }
         }
     })
 }
 
-/// One round of [`spawn_recorder`]: how many intervals were rolled up.
+/// What one round of the recorder did.
+#[derive(Debug)]
+pub struct Recorded {
+    /// Intervals rolled up into the daily table.
+    pub rolled: usize,
+    /// Set when the metrics back end did not answer (its intervals wait for the next round).
+    pub metrics_error: Option<MetricsError>,
+}
+
+/// One round of [`spawn_recorder`].
 pub async fn record_once(
     db: &crate::db::Db,
     metrics: Option<&dyn Metrics>,
     tz: chrono_tz::Tz,
-) -> anyhow::Result<usize> {
+) -> anyhow::Result<Recorded> {
+    let mut metrics_error = None;
     if let Some(metrics) = metrics {
         'batches: loop {
             let batch = db.intervals_without_util(500).await?;
@@ -293,7 +327,7 @@ pub async fn record_once(
                     // only), never invented.
                     Ok(None) => db.set_interval_util_unknown(&id).await?,
                     Err(e) => {
-                        tracing::warn!(error = %e, "metrics unavailable; interval utilization left for later");
+                        metrics_error = Some(e);
                         break 'batches;
                     }
                 }
@@ -308,7 +342,10 @@ pub async fn record_once(
         let n = db.roll_up(tz, 500, metrics.is_some()).await?;
         rolled += n;
         if n < 500 {
-            return Ok(rolled);
+            return Ok(Recorded {
+                rolled,
+                metrics_error,
+            });
         }
     }
 }

@@ -1792,7 +1792,8 @@ impl Backend for Portal {
                     Err(e) => {
                         tracing::debug!(job.id = %job.id, error = %e, "pools grid: no utilization");
                         metrics_note = Some(format!(
-                            "Utilization not shown: {e} ({}).",
+                            "Utilization not shown. Metrics unavailable: {} ({}).",
+                            e.reason(),
                             now.format("%H:%M UTC")
                         ));
                         None

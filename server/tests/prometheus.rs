@@ -718,13 +718,13 @@ async fn the_portal_measures_runs_from_prometheus_and_keeps_serving_without_it()
     };
     let job_page = html(format!("{base}/jobs/{id}")).await;
     assert!(
-        job_page.contains("No GPU metrics: metrics unavailable: Prometheus could not be reached"),
+        job_page.contains("Metrics unavailable: Prometheus could not be reached ("),
         "{job_page}"
     );
     let pools_page = html(format!("{base}/pools")).await;
     assert!(
         pools_page.contains(
-            "Utilization not shown: metrics unavailable: Prometheus could not be reached"
+            "Utilization not shown. Metrics unavailable: Prometheus could not be reached ("
         ),
         "{pools_page}"
     );

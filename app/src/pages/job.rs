@@ -386,7 +386,7 @@ fn GpuPanel(job_id: String, gpus: u32, show_idle: bool) -> impl IntoView {
                         Ok(u) if u.available => view! { <GpuView u show_idle/> }.into_any(),
                         Ok(u) => view! {
                             <p class="muted" data-testid="gpu-unavailable">
-                                {format!("No GPU metrics: {}.", u.message.unwrap_or_else(|| "metrics unavailable".into()))}
+                                {unavailable_line(u.message.as_deref())}
                             </p>
                         }.into_any(),
                         Err(e) => view! { <ErrorBox err=e/> }.into_any(),
@@ -394,6 +394,16 @@ fn GpuPanel(job_id: String, gpus: u32, show_idle: bool) -> impl IntoView {
                 })}
             </Transition>
         </section>
+    }
+}
+
+/// Why a job shows no GPU figures, as one sentence: "Metrics unavailable: Prometheus could
+/// not be reached (12:04 UTC)." or "No GPU metrics: the job has not run yet."
+fn unavailable_line(message: Option<&str>) -> String {
+    match message {
+        Some(m) if m.starts_with("metrics unavailable") => format!("M{}.", &m[1..]),
+        Some(m) => format!("No GPU metrics: {m}."),
+        None => "No GPU metrics yet.".into(),
     }
 }
 
