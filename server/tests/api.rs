@@ -233,6 +233,7 @@ on_both!(
     sessions_end_at_their_absolute_lifetime,
     sign_out_ends_the_session_on_the_server,
     sessions_end_after_their_idle_time,
+    a_later_sign_in_updates_the_user_and_replaces_their_teams,
     usage_counts_gpu_hours_from_admission_to_the_end,
     demo_history_fills_thirty_days_within_the_pools,
     rollups_give_the_same_report_as_the_raw_intervals,
@@ -2136,6 +2137,81 @@ async fn sessions_end_after_their_idle_time(t: Target) {
     // Then idle for longer than it: ended.
     tokio::time::sleep(std::time::Duration::from_millis(4500)).await;
     assert_eq!(me_with(&app, &cookie).await, StatusCode::UNAUTHORIZED);
+    finish(app, db).await;
+}
+
+/// A single sign-on user is created at the first sign-in and updated at every later one:
+/// their name and e-mail follow the ID token, and their teams become exactly what their
+/// groups map to now (a group removed at the provider removes the team here).
+async fn a_later_sign_in_updates_the_user_and_replaces_their_teams(t: Target) {
+    use app::model::{Membership, Role};
+    use gantry::db::IdentitySignIn;
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let store = &app.running.portal.db;
+    let sign_in = |name: &'static str, teams: &'static [(&'static str, Role)], admin: bool| {
+        let teams: Vec<Membership> = teams
+            .iter()
+            .map(|(team, role)| Membership {
+                team: team.to_string(),
+                role: *role,
+            })
+            .collect();
+        async move {
+            store
+                .sign_in_identity(&IdentitySignIn {
+                    issuer: "https://idp.example.com/realms/ml",
+                    subject: "f81d4fae-7dec-11d0-a765-00a0c91e6bf6",
+                    wanted_user_id: "nina",
+                    display_name: name,
+                    email: Some("nina@example.com"),
+                    is_admin: admin,
+                    teams: &teams,
+                    groups: &[],
+                    at: chrono::Utc::now(),
+                })
+                .await
+                .unwrap()
+        }
+    };
+    let first = sign_in(
+        "Nina Petrova",
+        &[("nlp", Role::Lead), ("vision", Role::Member)],
+        false,
+    )
+    .await;
+    let v = store.get_viewer(&first).await.unwrap().unwrap();
+    assert_eq!(v.display_name, "Nina Petrova");
+    assert!(
+        v.is_lead_of("nlp") && v.is_member_of("vision") && !v.is_admin,
+        "{v:?}"
+    );
+    // Later: renamed, out of vision, no longer lead of nlp, now an admin.
+    let again = sign_in("Nina Petrova-Ivanova", &[("nlp", Role::Member)], true).await;
+    assert_eq!(
+        again, first,
+        "the same person (issuer, subject), the same account"
+    );
+    let v = store.get_viewer(&first).await.unwrap().unwrap();
+    assert_eq!(v.display_name, "Nina Petrova-Ivanova");
+    assert!(v.is_member_of("nlp") && !v.is_lead_of("nlp"), "{v:?}");
+    assert!(!v.is_member_of("vision") && v.is_admin, "{v:?}");
+    // Someone else at the provider who asks for the same name gets another account.
+    let other = store
+        .sign_in_identity(&IdentitySignIn {
+            issuer: "https://idp.example.com/realms/ml",
+            subject: "another-subject",
+            wanted_user_id: "nina",
+            display_name: "Nina Other",
+            email: None,
+            is_admin: false,
+            teams: &[],
+            groups: &[],
+            at: chrono::Utc::now(),
+        })
+        .await
+        .unwrap();
+    assert_ne!(other, first);
     finish(app, db).await;
 }
 
