@@ -183,9 +183,13 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         .await?
         .is_empty();
     let seeded_jobs_wanted = config.demo.seed && config.demo.jobs && no_jobs_yet;
-    if config.demo.seed && config.demo.history && no_jobs_yet {
+    // Made-up GPU-hours belong in a demo, never in a real cluster's accounting.
+    let history_wanted = config.demo.seed && config.demo.history && no_jobs_yet;
+    if history_wanted && config.cluster.backend == ClusterBackend::Sim {
         let n = crate::seed::seed_history(&db, chrono::Utc::now()).await?;
         tracing::info!(jobs = n, "seeded 30 days of demo history");
+    } else if history_wanted {
+        tracing::info!("demo history is seeded only with the sim cluster; not on Kubernetes");
     }
 
     let pools = pool_specs(&config, &db).await?;

@@ -960,6 +960,14 @@ fn the_deployments_configuration_loads_and_its_probes_exist() {
         .merge(<figment::providers::Toml as figment::providers::Format>::string(toml));
     let config = Config::from_figment(fig).expect("deploy/configmap.yaml is a valid configuration");
     assert_eq!(config.cluster.backend, crate::config::ClusterBackend::Kube);
+    assert_eq!(
+        config.metrics_backend(),
+        crate::config::MetricsBackend::Prometheus
+    );
+    assert!(
+        !config.demo.history,
+        "no made-up history in real accounting"
+    );
     assert!(!config.auth.dev_login());
     let oidc = config
         .auth
