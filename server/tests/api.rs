@@ -234,6 +234,7 @@ on_both!(
     sign_out_ends_the_session_on_the_server,
     sessions_end_after_their_idle_time,
     a_later_sign_in_updates_the_user_and_replaces_their_teams,
+    a_stalled_job_is_flagged_idle_for_its_owner_lead_and_admins,
     usage_counts_gpu_hours_from_admission_to_the_end,
     demo_history_fills_thirty_days_within_the_pools,
     rollups_give_the_same_report_as_the_raw_intervals,
@@ -2212,6 +2213,71 @@ async fn a_later_sign_in_updates_the_user_and_replaces_their_teams(t: Target) {
         .await
         .unwrap();
     assert_ne!(other, first);
+    finish(app, db).await;
+}
+
+/// A job whose GPUs sit under 5 % for 30 minutes is flagged idle, and its page warns the
+/// people who can act on it: its owner, the team's lead and admins. The sim metrics back
+/// end stalls about one job in 12 (deterministic per job id and seed) 40 minutes in.
+async fn a_stalled_job_is_flagged_idle_for_its_owner_lead_and_admins(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let bob = app.client("bob").await;
+    let carol = app.client("carol").await;
+    let sim = gantry::metrics::SimMetrics::new(Config::default().metrics.seed);
+    let (mut stalled, mut busy) = (None, None);
+    for _ in 0..300 {
+        let id = alice.launch(llama(8)).await["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        match (sim.stalls(&id), &stalled, &busy) {
+            (true, None, _) => stalled = Some(id),
+            (false, _, None) => busy = Some(id),
+            _ => {
+                let (s, b) = alice
+                    .post(&format!("/api/v1/jobs/{id}/cancel"), json!({}))
+                    .await;
+                assert_eq!(s, StatusCode::OK, "{b}");
+            }
+        }
+        if stalled.is_some() && busy.is_some() {
+            break;
+        }
+    }
+    let (stalled, busy) = (stalled.expect("a stalling job"), busy.expect("a busy job"));
+    // 40 minutes of training, then 35 at 0 %.
+    carol.advance(75 * 60).await;
+    let (_, u) = alice
+        .get(&format!("/api/v1/jobs/{stalled}/utilization"))
+        .await;
+    assert_eq!(u["available"], true, "{u}");
+    assert_eq!(u["idle"], true, "{u}");
+    let (_, u) = alice.get(&format!("/api/v1/jobs/{busy}/utilization")).await;
+    assert_eq!(u["idle"], false, "{u}");
+    for who in [&alice, &bob, &carol] {
+        let page = who
+            .http
+            .get(format!("{}/jobs/{stalled}", app.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(page.contains("data-testid=\"gpu-idle\""), "{page}");
+        let page = who
+            .http
+            .get(format!("{}/jobs/{busy}", app.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(!page.contains("data-testid=\"gpu-idle\""));
+    }
     finish(app, db).await;
 }
 
