@@ -140,6 +140,18 @@ struct Client {
 }
 
 impl Client {
+    /// A page as the server renders it.
+    async fn html(&self, path: &str) -> String {
+        let res = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{path}");
+        res.text().await.unwrap()
+    }
+
     async fn get(&self, path: &str) -> (StatusCode, Value) {
         let res = self
             .http
@@ -2257,25 +2269,9 @@ async fn a_stalled_job_is_flagged_idle_for_its_owner_lead_and_admins(t: Target) 
     let (_, u) = alice.get(&format!("/api/v1/jobs/{busy}/utilization")).await;
     assert_eq!(u["idle"], false, "{u}");
     for who in [&alice, &bob, &carol] {
-        let page = who
-            .http
-            .get(format!("{}/jobs/{stalled}", app.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = who.html(&format!("/jobs/{stalled}")).await;
         assert!(page.contains("data-testid=\"gpu-idle\""), "{page}");
-        let page = who
-            .http
-            .get(format!("{}/jobs/{busy}", app.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = who.html(&format!("/jobs/{busy}")).await;
         assert!(!page.contains("data-testid=\"gpu-idle\""));
     }
     finish(app, db).await;
