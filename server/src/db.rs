@@ -342,6 +342,21 @@ impl Db {
         self.pool.close().await;
     }
 
+    /// A transaction that writes. On SQLite it takes the write lock at once
+    /// (`BEGIN IMMEDIATE`) and so waits its turn: a deferred one that reads first cannot
+    /// upgrade once another connection has written, and fails with "database is locked"
+    /// (SQLITE_BUSY) instead of waiting (<https://sqlite.org/lang_transaction.html>).
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+        if self.postgres {
+            self.pool.begin().await.map_err(map_err)
+        } else {
+            self.pool
+                .begin_with("BEGIN IMMEDIATE")
+                .await
+                .map_err(map_err)
+        }
+    }
+
     // ---- people and teams -------------------------------------------------------------
 
     pub async fn insert_team(&self, team: &str, display: &str, at: DateTime<Utc>) -> Result<()> {
@@ -427,7 +442,7 @@ impl Db {
     /// (the provider's groups are the truth). Returns the user id, which is
     /// `wanted_user_id` on first sign-in unless another person already has it.
     pub async fn sign_in_identity(&self, s: &IdentitySignIn<'_>) -> Result<String> {
-        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let mut tx = self.begin_write().await?;
         let known: Option<String> =
             sqlx::query("SELECT user_id FROM user_identity WHERE issuer = $1 AND subject = $2")
                 .bind(s.issuer)
@@ -700,7 +715,7 @@ impl Db {
             return Ok(0);
         }
         let intervals = Self::interval_rows(&rows)?;
-        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let mut tx = self.begin_write().await?;
         let mut longest = 0i64;
         let mut done = 0;
         for (r, i) in rows.iter().zip(&intervals) {
@@ -772,7 +787,7 @@ impl Db {
         let mut longest = 0i64;
         let mut count = 0usize;
         let mut after = String::new();
-        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let mut tx = self.begin_write().await?;
         for sql in [
             "DELETE FROM usage_daily",
             "DELETE FROM usage_rollup_meta",
@@ -869,7 +884,7 @@ impl Db {
             .map_err(map_err)?
             .is_some();
         if other {
-            let mut tx = self.pool.begin().await.map_err(map_err)?;
+            let mut tx = self.begin_write().await?;
             for sql in [
                 "DELETE FROM usage_daily",
                 "DELETE FROM usage_rollup_meta",
@@ -1197,7 +1212,7 @@ impl Db {
         version: i64,
         audit: &AuditEntry,
     ) -> Result<bool> {
-        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let mut tx = self.begin_write().await?;
         let changed = sqlx::query(
             "UPDATE quota SET nominal_gpus = $1, borrowing_limit_gpus = $2, updated_at = $3, version = version + 1 \
              WHERE team_id = $4 AND pool_id = $5 AND version = $6",
@@ -1221,7 +1236,7 @@ impl Db {
     }
 
     pub async fn append_audit(&self, a: &AuditEntry) -> Result<()> {
-        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let mut tx = self.begin_write().await?;
         insert_audit(&mut tx, a).await?;
         tx.commit().await.map_err(map_err)?;
         Ok(())
@@ -1377,7 +1392,7 @@ impl Db {
 
     /// Stores a template and its first version (or a new version of an existing one).
     pub async fn insert_template(&self, t: &Template, at: DateTime<Utc>) -> Result<()> {
-        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let mut tx = self.begin_write().await?;
         sqlx::query("INSERT INTO template (template_id, display_name, family, model_size, method, description, default_pool, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
                      ON CONFLICT (template_id) DO UPDATE SET display_name = excluded.display_name, family = excluded.family, \
                      model_size = excluded.model_size, method = excluded.method, description = excluded.description, default_pool = excluded.default_pool")
@@ -1491,7 +1506,7 @@ impl Db {
     /// Stores a new job and its first event in one transaction. `Conflict` when the
     /// idempotency key was used before.
     pub async fn insert_job(&self, j: &NewJob<'_>, reason: &str) -> Result<()> {
-        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let mut tx = self.begin_write().await?;
         sqlx::query(
             "INSERT INTO job (job_id, name, template_id, template_version, team_id, user_id, pool_id, gpus, priority, state, params, max_runtime_s, idempotency_key, request_body, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13, $14)",
@@ -1618,7 +1633,7 @@ impl Db {
 
     /// Applies a state change if the job is in one of `from`; returns whether it applied.
     pub async fn transition(&self, t: &Transition<'_>) -> Result<bool> {
-        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let mut tx = self.begin_write().await?;
         let sets_admitted = t.to == JobState::Admitted;
         let sets_finished = matches!(
             t.to,

@@ -111,6 +111,8 @@ impl App {
         let http = reqwest::Client::builder()
             .cookie_store(true)
             .redirect(reqwest::redirect::Policy::none())
+            // A request the server never answers fails the test with its URL, not CI's clock.
+            .timeout(std::time::Duration::from_secs(60))
             .build()
             .unwrap();
         let res = http
