@@ -6,6 +6,9 @@ use gantry::startup::{leptos_options, start, Running};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+#[path = "support/session.rs"]
+mod session;
+
 #[derive(Clone, Copy, Debug)]
 enum Target {
     Sqlite,
@@ -108,22 +111,8 @@ impl App {
 
     /// A client signed in as `user`.
     async fn client(&self, user: &str) -> Client {
-        let http = reqwest::Client::builder()
-            .cookie_store(true)
-            .redirect(reqwest::redirect::Policy::none())
-            // A request the server never answers fails the test with its URL, not CI's clock.
-            .timeout(std::time::Duration::from_secs(60))
-            .build()
-            .unwrap();
-        let res = http
-            .post(format!("{}/auth/dev/login", self.base))
-            .form(&[("user", user)])
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), StatusCode::SEE_OTHER, "sign-in as {user}");
         Client {
-            http,
+            http: session::sign_in(&self.base, user).await,
             base: self.base.clone(),
         }
     }

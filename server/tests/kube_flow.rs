@@ -29,21 +29,7 @@ async fn start_gantry(config: &Config) -> Gantry {
     }
 }
 
-async fn sign_in(base: &str, user: &str) -> reqwest::Client {
-    let http = reqwest::Client::builder()
-        .cookie_store(true)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let res = http
-        .post(format!("{base}/auth/dev/login"))
-        .form(&[("user", user)])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status().as_u16(), 303);
-    http
-}
+use support::session::sign_in;
 
 async fn launch(http: &reqwest::Client, base: &str, body: Value) -> Value {
     let res = http

@@ -18,6 +18,9 @@ use gantry::startup::{leptos_options, start};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+#[path = "support/session.rs"]
+mod session;
+
 fn prometheus_bin() -> PathBuf {
     let bin = PathBuf::from(
         std::env::var("GANTRY_TEST_PROMETHEUS").unwrap_or_else(|_| "/usr/bin/prometheus".into()),
@@ -514,20 +517,8 @@ struct Client {
 
 impl Client {
     async fn sign_in(base: &str, user: &str) -> Client {
-        let http = reqwest::Client::builder()
-            .cookie_store(true)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap();
-        let res = http
-            .post(format!("{base}/auth/dev/login"))
-            .form(&[("user", user)])
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), StatusCode::SEE_OTHER);
         Client {
-            http,
+            http: session::sign_in(base, user).await,
             base: base.into(),
         }
     }
