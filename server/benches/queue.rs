@@ -97,6 +97,7 @@ fn baseline() {
                     nominal: 20,
                     borrowing_limit: Some(100),
                     lending_limit: None,
+                    strategy: None,
                 },
             )
             .unwrap();
@@ -232,6 +233,7 @@ fn recompute_after_one_change() {
                 nominal: n,
                 borrowing_limit: Some(32),
                 lending_limit: None,
+                strategy: None,
             },
         )
         .unwrap();
@@ -314,6 +316,7 @@ fn whatif_50k() {
         nominal: n,
         borrowing_limit: Some(b),
         lending_limit: None,
+        strategy: None,
     };
     let mut current = Vec::new();
     for t in teams {

@@ -304,6 +304,7 @@ async fn preview_quotas(
                     nominal: c.nominal_gpus,
                     borrowing_limit: c.borrowing_limit_gpus,
                     lending_limit: None,
+                    strategy: None,
                 },
             )
         })
@@ -361,6 +362,7 @@ async fn put_quota(
         nominal,
         borrowing_limit,
         lending_limit: None,
+        strategy: None,
     };
     let cell = state
         .portal

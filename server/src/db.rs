@@ -1197,6 +1197,7 @@ impl Db {
                     lending_limit: r
                         .try_get::<Option<i64>, _>("lending_limit_gpus")?
                         .map(|v| v as u32),
+                    strategy: None,
                 },
                 r.try_get::<i64, _>("version")?,
             ))
@@ -1348,6 +1349,7 @@ impl Db {
                         lending_limit: r
                             .try_get::<Option<i64>, _>("lending_limit_gpus")?
                             .map(|v| v as u32),
+                        strategy: None,
                     },
                 })
             })

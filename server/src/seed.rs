@@ -316,6 +316,7 @@ pub async fn seed_catalog(db: &Db, now: DateTime<Utc>) -> Result<bool> {
             nominal: *nominal,
             borrowing_limit: Some(*borrow),
             lending_limit: None,
+            strategy: None,
         };
         db.set_quota(
             &QuotaRow {

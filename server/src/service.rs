@@ -1543,6 +1543,7 @@ impl Backend for Portal {
             nominal: nominal_gpus,
             borrowing_limit: borrowing_limit_gpus,
             lending_limit: None,
+            strategy: None,
         };
         let address = crate::request_id::current_client_addr();
         self.set_quota(viewer, &team, &pool, q, Some(version), address)
@@ -1561,6 +1562,7 @@ impl Backend for Portal {
             nominal: nominal_gpus,
             borrowing_limit: borrowing_limit_gpus,
             lending_limit: None,
+            strategy: None,
         };
         self.preview_quotas(viewer, vec![(team, pool, q)], 30).await
     }

@@ -311,6 +311,7 @@ mod tests {
                 nominal,
                 borrowing_limit: borrow,
                 lending_limit: None,
+                strategy: None,
             },
         )
     }

@@ -190,6 +190,7 @@ async fn a_quota_edit_goes_to_the_cluster_queue_and_a_conflict_changes_nothing()
         nominal: n,
         borrowing_limit: Some(b),
         lending_limit: None,
+        strategy: None,
     };
 
     let server = tokio::spawn(async move {

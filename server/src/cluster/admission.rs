@@ -88,6 +88,8 @@ pub struct Quota {
     pub borrowing_limit: Option<u32>,
     /// How much of its nominal quota the team lends to the cohort; `None` is all of it.
     pub lending_limit: Option<u32>,
+    /// The ClusterQueue's `queueingStrategy`: how the team's own queue is ordered.
+    pub strategy: QueueingStrategy,
 }
 
 impl Quota {
@@ -229,13 +231,11 @@ impl Candidate {
     }
 }
 
-/// The pending workloads of one pool in queue order, with the sizes each team waits for.
+/// The pending workloads of one pool in queue order.
 #[derive(Clone, Debug, Default)]
 pub struct Queue {
     items: BTreeMap<QueueKey, Candidate>,
     keys: WidMap<QueueKey>,
-    /// Per team: GPU count → how many pending workloads ask for it.
-    sizes: Vec<BTreeMap<u32, usize>>,
     /// The same workloads by class (team, GPUs), each class in queue order. Every workload of
     /// a class meets the same quota and room, so a pass can skip a whole class at once.
     classes: BTreeMap<(TeamIdx, u32), std::collections::BTreeSet<QueueKey>>,
@@ -246,10 +246,6 @@ impl Queue {
         if self.keys.contains_key(&c.id) {
             return;
         }
-        if self.sizes.len() <= c.team {
-            self.sizes.resize_with(c.team + 1, BTreeMap::new);
-        }
-        *self.sizes[c.team].entry(c.gpus).or_default() += 1;
         self.classes
             .entry((c.team, c.gpus))
             .or_default()
@@ -267,13 +263,6 @@ impl Queue {
                 self.classes.remove(&(c.team, c.gpus));
             }
         }
-        let sizes = &mut self.sizes[c.team];
-        if let Some(n) = sizes.get_mut(&c.gpus) {
-            *n -= 1;
-            if *n == 0 {
-                sizes.remove(&c.gpus);
-            }
-        }
         Some(c)
     }
 
@@ -289,12 +278,8 @@ impl Queue {
         self.items.values()
     }
 
-    /// The smallest request each team has waiting (`u32::MAX` for none).
-    fn min_sizes(&self) -> Vec<u32> {
-        self.sizes
-            .iter()
-            .map(|s| s.keys().next().copied().unwrap_or(u32::MAX))
-            .collect()
+    pub fn get(&self, id: Wid) -> Option<&Candidate> {
+        self.keys.get(&id).and_then(|k| self.items.get(k))
     }
 }
 
@@ -348,6 +333,7 @@ pub enum Blocker {
         pool: String,
         need: u32,
         most: u32,
+        nominal: u32,
     },
     /// The team's borrowing limit binds.
     BorrowingLimit {
@@ -364,7 +350,8 @@ pub enum Blocker {
         pool: String,
         used: u32,
         nominal: u32,
-        lendable: u32,
+        /// Other teams' unused quota the team may borrow now.
+        borrowable: u32,
         need: u32,
     },
     WholeNodes {
@@ -377,11 +364,11 @@ pub enum Blocker {
         need: u32,
         most_free: u32,
     },
-    /// StrictFIFO: earlier workloads at the head block this one.
+    /// The team's queue is StrictFIFO: its earlier workloads block this one.
     StrictFifo {
+        team: String,
         pool: String,
         ahead: u32,
-        higher: u32,
     },
 }
 
@@ -392,8 +379,8 @@ impl Blocker {
             Blocker::LargerThanPool { pool, need, total } => {
                 format!("Needs {need} GPUs but {pool} has {total} in all: it can never be admitted")
             }
-            Blocker::LargerThanQuota { team, pool, need, most } => format!(
-                "Needs {need} GPUs but team {team} may hold at most {most} in {pool} (quota plus borrowing limit): it can never be admitted"
+            Blocker::LargerThanQuota { team, pool, need, most, nominal } => format!(
+                "Cannot start under the current quotas: team {team} may hold at most {most} GPUs in {pool} (its quota of {nominal} plus what it may borrow) and this job needs {need}. It starts once the team's quota or borrowing limit in {pool} is raised, or other teams lend more"
             ),
             Blocker::BorrowingLimit { team, pool, used, nominal, limit, need } => {
                 if *limit == 0 {
@@ -404,17 +391,15 @@ impl Blocker {
                     )
                 }
             }
-            Blocker::Quota { team, pool, used, nominal, lendable, need } => {
-                let over = (used + need).saturating_sub(*nominal);
-                if *used >= *nominal {
-                    format!(
-                        "Team {team} is at its quota in {pool} ({used} of {nominal} GPUs in use) and other teams' unused quota is taken: {lendable} GPUs could be borrowed, this job needs {need}"
-                    )
-                } else {
-                    format!(
-                        "Team {team} would need to borrow {over} GPUs in {pool} ({used} of {nominal} in use), but only {lendable} of other teams' quota is unused; this job needs {need}"
-                    )
-                }
+            Blocker::Quota { team, pool, used, nominal, borrowable, need } => {
+                let over = used.saturating_add(*need).saturating_sub(*nominal);
+                let can = match borrowable {
+                    0 => "none of other teams' quota is unused".to_string(),
+                    n => format!("only {n} GPUs of other teams' quota are unused"),
+                };
+                format!(
+                    "Team {team} has {used} of its {nominal} GPUs in use in {pool}; this job needs {need}, so the team would borrow {over}, but {can}"
+                )
             }
             Blocker::WholeNodes { pool, need, free } => format!(
                 "Waiting for {need} whole nodes in {pool}: {} free",
@@ -427,13 +412,9 @@ impl Blocker {
             Blocker::NodeRoom { pool, need, most_free } => format!(
                 "Waiting for a node with {need} free GPUs in {pool}: at most {most_free} free on any node"
             ),
-            Blocker::StrictFifo { pool, ahead, higher } => {
+            Blocker::StrictFifo { team, pool, ahead } => {
                 let jobs = if *ahead == 1 { "1 earlier job".to_string() } else { format!("{ahead} earlier jobs") };
-                if *higher > 0 {
-                    format!("Waiting behind {jobs} in {pool} ({higher} of higher priority), which queues in strict FIFO order")
-                } else {
-                    format!("Waiting behind {jobs} in {pool}, which queues in strict FIFO order")
-                }
+                format!("Waiting behind {jobs} of team {team} in {pool}: the team's queue there is in strict FIFO order")
             }
         }
     }
@@ -472,20 +453,51 @@ enum QuotaStatus {
     Cohort,
 }
 
-/// What one admission pass decided.
+/// What one scheduling cycle decided.
 #[derive(Debug, Default)]
 pub struct Cycle {
+    /// Admitted in this cycle, in the order they were taken.
     pub admitted: Vec<(Wid, Placement)>,
+    /// Evictions issued in this cycle, and for whom.
     pub preempted: Vec<(Wid, PreemptCause)>,
-    /// Still pending, in queue order, with why (only when reasons were asked for).
-    pub pending: Vec<(Wid, Blocker)>,
+    /// What the evicted workloads held (already released from the cohort).
+    pub evicted: Vec<Admitted>,
+    /// Heads that issued preemptions: admitted in a later cycle, once their victims are gone.
+    pub preempting: Vec<Wid>,
+    /// Heads that fit neither now nor after preempting (Kueue's `NoFit`, or no candidates).
+    pub unschedulable: Vec<Wid>,
+    /// Heads that were nominated but no longer fitted after earlier entries of the cycle.
+    pub skipped: Vec<Wid>,
 }
 
-#[derive(Clone, Copy, Debug)]
-pub struct CycleOptions {
-    pub preemption: bool,
-    /// Explain every workload left pending (slower: no early stop).
-    pub reasons: bool,
+/// What a head can do, decided at nomination.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Mode {
+    Fit {
+        placement: Placement,
+        borrows: bool,
+    },
+    Preempt {
+        targets: Vec<(Wid, PreemptCause)>,
+        borrows: bool,
+    },
+    NoFit,
+}
+
+impl Mode {
+    fn borrows(&self) -> bool {
+        match self {
+            Mode::Fit { borrows, .. } | Mode::Preempt { borrows, .. } => *borrows,
+            Mode::NoFit => false,
+        }
+    }
+}
+
+/// One change a settle made, in the order it happened.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    Admit(Wid, Placement),
+    Evict(Wid, PreemptCause),
 }
 
 impl Cohort {
@@ -509,7 +521,10 @@ impl Cohort {
             Some(i) => i,
             None => {
                 self.teams.push(name.to_string());
-                self.quotas.push(Quota::default());
+                self.quotas.push(Quota {
+                    strategy: self.capacity.strategy,
+                    ..Quota::default()
+                });
                 self.used.push(0);
                 self.teams.len() - 1
             }
@@ -583,6 +598,7 @@ impl Cohort {
                 pool: pool(),
                 need,
                 most,
+                nominal: q.nominal,
             }),
             QuotaStatus::BorrowingLimit { limit } => Err(Blocker::BorrowingLimit {
                 team: name(),
@@ -592,28 +608,37 @@ impl Cohort {
                 limit,
                 need,
             }),
-            QuotaStatus::Cohort => {
-                let others_unused: u32 = self
-                    .quotas
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| *j != team)
-                    .map(|(j, qj)| {
-                        (qj.nominal - qj.guaranteed())
-                            .saturating_sub(self.used[j].saturating_sub(qj.guaranteed()))
-                    })
-                    .sum::<u32>()
-                    .saturating_sub(self.borrowed(team));
-                Err(Blocker::Quota {
-                    team: name(),
-                    pool: pool(),
-                    used,
-                    nominal: q.nominal,
-                    lendable: others_unused,
-                    need,
-                })
-            }
+            QuotaStatus::Cohort => Err(Blocker::Quota {
+                team: name(),
+                pool: pool(),
+                used,
+                nominal: q.nominal,
+                borrowable: self.borrowable(team),
+                need,
+            }),
         }
+    }
+
+    /// Other teams' unused quota `team` may borrow now: Kueue's `Available` for the team,
+    /// less what is left of its own nominal quota.
+    pub fn borrowable(&self, team: TeamIdx) -> u32 {
+        let q = self.quotas[team];
+        let used = i64::from(self.used[team]);
+        let (mut lendable, mut drawn) = (0i64, 0i64);
+        for (j, qj) in self.quotas.iter().enumerate() {
+            let g = i64::from(qj.guaranteed());
+            lendable += i64::from(qj.nominal) - g;
+            drawn += (i64::from(self.used[j]) - g).max(0);
+        }
+        let mut from_cohort = (lendable - drawn).max(0);
+        if let Some(limit) = q.borrowing_limit {
+            let headroom =
+                i64::from(q.nominal) + i64::from(limit) - used.max(i64::from(q.guaranteed()));
+            from_cohort = from_cohort.min(headroom.max(0));
+        }
+        let available = (i64::from(q.guaranteed()) - used).max(0) + from_cohort;
+        let own_left = (i64::from(q.nominal) - used).max(0);
+        u32::try_from((available - own_left).max(0)).unwrap_or(u32::MAX)
     }
 
     /// Would `c` fit now without preempting? `Err(permanent)` if not; allocates nothing.
@@ -691,271 +716,382 @@ impl Cohort {
         Some(a)
     }
 
-    /// The victims that would let `c` in, in Kueue's candidate order, or `None`.
-    pub fn find_preemption(&self, c: &Candidate) -> Option<(Vec<(Wid, PreemptCause)>, Placement)> {
-        let q = self.quotas[c.team];
-        // reclaimWithinCohort applies when the preemptor fits within its nominal quota.
-        let can_reclaim = self.used[c.team] + c.gpus <= q.nominal;
-        let mut candidates: Vec<&Admitted> = self
-            .admitted
-            .values()
-            .filter(|a| {
-                (a.team == c.team && a.priority < c.priority)
-                    || (can_reclaim
-                        && a.team != c.team
-                        && self.used[a.team] > self.quotas[a.team].nominal)
-            })
-            .collect();
-        if candidates.is_empty() {
-            return None;
-        }
-        candidates.sort_by(|a, b| {
-            (a.team == c.team)
-                .cmp(&(b.team == c.team))
-                .then(a.priority.cmp(&b.priority))
+    /// Kueue's classical preemption (`preemption.go` `classicalPreemptions`, with
+    /// `withinClusterQueue: LowerPriority`, `reclaimWithinCohort: Any` and no
+    /// `borrowWithinCohort`): the victims that would let `c` in, or `None`.
+    ///
+    /// - Candidates: the team's own lower-priority workloads; and, from teams holding more
+    ///   than their nominal quota, any workload. The latter are "hierarchical reclaim"
+    ///   candidates when `c` fits within its own nominal quota (usage + request ≤ nominal),
+    ///   otherwise candidates that may only be taken if `c` then fits without borrowing.
+    /// - Order (`CandidatesOrdering`): other teams first, lower priority first, most recently
+    ///   admitted first.
+    /// - Attempts: with borrowing allowed, then without (or the other way round when `c`
+    ///   needs to borrow but its team is under nominal), each removing candidates in order
+    ///   until `c` fits; another team's workload stops being a candidate once that team is
+    ///   back within its nominal quota.
+    /// - The set is then made minimal (`fillBackWorkloads`): from the second-to-last victim
+    ///   back to the first, a victim whose return still leaves room is put back.
+    pub fn preemption_targets(&self, c: &Candidate) -> Option<Vec<(Wid, PreemptCause)>> {
+        let t = c.team;
+        let q = self.quotas[t];
+        let used = self.used[t];
+        let advantage = used.saturating_add(c.gpus) <= q.nominal;
+        // Equal reservation times (Kueue's are whole seconds) fall back to the later
+        // workload first, where Kueue compares UIDs.
+        let order = |a: &&Admitted, b: &&Admitted| {
+            a.priority
+                .cmp(&b.priority)
                 .then(b.admitted_at.cmp(&a.admitted_at))
                 .then(b.id.cmp(&a.id))
-        });
-        let mut scratch = Cohort {
-            capacity: self.capacity.clone(),
-            teams: Vec::new(),
-            quotas: self.quotas.clone(),
-            used: self.used.clone(),
-            admitted: BTreeMap::new(),
         };
-        scratch.teams.clone_from(&self.teams);
-        let by_team = self.teams[c.team].clone();
-        let mut victims = Vec::new();
-        for a in candidates {
-            let cause = if a.team == c.team {
-                PreemptCause::Priority {
-                    by_team: by_team.clone(),
+        let mut others: Vec<&Admitted> = self
+            .admitted
+            .values()
+            .filter(|a| a.team != t && self.used[a.team] > self.quotas[a.team].nominal)
+            .collect();
+        others.sort_by(order);
+        let mut same: Vec<&Admitted> = self
+            .admitted
+            .values()
+            .filter(|a| a.team == t && a.priority < c.priority)
+            .collect();
+        same.sort_by(order);
+        if others.is_empty() && same.is_empty() {
+            return None;
+        }
+        let attempts: &[bool] = if others.is_empty() || used >= q.nominal {
+            &[true]
+        } else if !advantage {
+            &[false, true]
+        } else {
+            &[true, false]
+        };
+        let by_team = self.teams[t].clone();
+        for &allow_borrowing in attempts {
+            let mut scratch = self.clone();
+            let mut victims: Vec<&Admitted> = Vec::new();
+            let mut fits = false;
+            for a in others.iter().chain(same.iter()) {
+                if a.team != t {
+                    // A candidate that may only be taken without borrowing is not valid in
+                    // an attempt that allows borrowing; nor once its team is within nominal.
+                    if allow_borrowing && !advantage {
+                        continue;
+                    }
+                    if scratch.used[a.team] <= scratch.quotas[a.team].nominal {
+                        continue;
+                    }
                 }
-            } else {
-                if scratch.used[a.team] <= scratch.quotas[a.team].nominal {
-                    continue; // that team is back within its quota
+                scratch.release(a.id);
+                victims.push(a);
+                if scratch.fits(c, allow_borrowing) {
+                    fits = true;
+                    break;
                 }
-                PreemptCause::Reclaim {
-                    by_team: by_team.clone(),
-                }
-            };
-            scratch.capacity.release(&a.placement);
-            scratch.used[a.team] -= a.gpus;
-            victims.push((a.id, cause));
-            if let Ok(p) = scratch.try_fit(c) {
-                return Some((victims, p));
             }
+            if !fits {
+                continue;
+            }
+            // fillBackWorkloads: in reverse, skipping the last, put back what is not needed.
+            let mut i = victims.len().saturating_sub(1);
+            while i > 0 {
+                i -= 1;
+                let v = victims[i];
+                scratch.admit_admitted(v);
+                if scratch.fits(c, allow_borrowing) {
+                    victims.swap_remove(i);
+                } else {
+                    scratch.release(v.id);
+                }
+            }
+            return Some(
+                victims
+                    .into_iter()
+                    .map(|a| {
+                        let cause = if a.team == t {
+                            PreemptCause::Priority {
+                                by_team: by_team.clone(),
+                            }
+                        } else {
+                            PreemptCause::Reclaim {
+                                by_team: by_team.clone(),
+                            }
+                        };
+                        (a.id, cause)
+                    })
+                    .collect(),
+            );
         }
         None
     }
 
-    /// One admission pass over `queue` (in queue order) at time `at`.
-    pub fn cycle(&mut self, queue: &Queue, at: DateTime<Utc>, opts: CycleOptions) -> Cycle {
-        if !opts.reasons && self.capacity.strategy == QueueingStrategy::BestEffortFifo {
-            return self.cycle_by_class(queue, at, opts);
-        }
-        self.cycle_in_order(queue, at, opts)
+    /// Puts an admitted workload back as it was (undoing a simulated removal).
+    fn admit_admitted(&mut self, a: &Admitted) {
+        self.capacity.allocate(&a.placement);
+        self.used[a.team] += a.gpus;
+        self.admitted.insert(a.id, a.clone());
     }
 
-    /// The same pass as [`Self::cycle_in_order`] without explanations, walking the queue as a
-    /// merge of its classes (team, GPUs): a class that failed is dropped whole, as is every
-    /// class at least as large as a request that found no room. The result is the same; the
-    /// work no longer grows with the jobs that cannot fit.
-    fn cycle_by_class(&mut self, queue: &Queue, at: DateTime<Utc>, opts: CycleOptions) -> Cycle {
-        use std::collections::BinaryHeap;
-        use std::ops::Bound::{Excluded, Unbounded};
-        let mut out = Cycle::default();
-        let classes: Vec<(&(TeamIdx, u32), &std::collections::BTreeSet<QueueKey>)> =
-            queue.classes.iter().collect();
-        let mut heap: BinaryHeap<Reverse<(QueueKey, usize)>> = classes
-            .iter()
-            .enumerate()
-            .filter_map(|(i, (_, keys))| keys.iter().next().map(|k| Reverse((*k, i))))
-            .collect();
-        // Quota only shrinks within a pass and priority only falls, so a class that failed
-        // stays failed; room only shrinks, so no request at least `no_room` large fits.
-        let mut failed_team: Vec<u32> = vec![u32::MAX; self.teams.len()];
-        let mut no_room = u32::MAX;
-        while let Some(Reverse((key, i))) = heap.pop() {
-            let &(team, gpus) = classes[i].0;
-            if gpus >= no_room || failed_team.get(team).is_some_and(|&f| gpus >= f) {
-                continue; // the whole class is out of this pass
-            }
-            let c = &queue.items[&key];
-            let next = |heap: &mut BinaryHeap<Reverse<(QueueKey, usize)>>| {
-                if let Some(k) = classes[i].1.range((Excluded(key), Unbounded)).next() {
-                    heap.push(Reverse((*k, i)));
+    /// Kueue's `workloadFits` (quota, and room on the nodes): does `c` fit now?
+    fn fits(&self, c: &Candidate, allow_borrowing: bool) -> bool {
+        if !allow_borrowing
+            && self.used[c.team].saturating_add(c.gpus) > self.quotas[c.team].nominal
+        {
+            return false;
+        }
+        matches!(self.quota_status(c.team, c.gpus), QuotaStatus::Fits { .. })
+            && self.capacity.place(c.gpus).is_some()
+    }
+
+    /// Kueue's flavor assignment for one head (`fitsResourceQuota`): fits now, fits after
+    /// preempting, or not at all.
+    pub fn nominate(&self, c: &Candidate) -> Mode {
+        if c.gpus > self.capacity.total() {
+            return Mode::NoFit;
+        }
+        let t = c.team;
+        match self.quota_status(t, c.gpus) {
+            QuotaStatus::TooLarge { .. } => return Mode::NoFit,
+            QuotaStatus::Fits { borrows } => {
+                if let Some(p) = self.capacity.place(c.gpus) {
+                    return Mode::Fit {
+                        placement: p,
+                        borrows,
+                    };
                 }
+            }
+            QuotaStatus::BorrowingLimit { .. } | QuotaStatus::Cohort => {
+                // Preemption is considered only for a request within the nominal quota
+                // (without `borrowWithinCohort`, which Gantry does not offer).
+                if c.gpus > self.quotas[t].nominal {
+                    return Mode::NoFit;
+                }
+            }
+        }
+        match self.preemption_targets(c) {
+            Some(targets) => {
+                let own: u32 = targets
+                    .iter()
+                    .filter_map(|(id, _)| self.admitted.get(id))
+                    .filter(|a| a.team == t)
+                    .map(|a| a.gpus)
+                    .sum();
+                let borrows = (self.used[t] - own).saturating_add(c.gpus) > self.quotas[t].nominal;
+                Mode::Preempt { targets, borrows }
+            }
+            None => Mode::NoFit,
+        }
+    }
+
+    /// One Kueue scheduling cycle (`scheduler.go` `schedule`) over the heads of the teams'
+    /// queues: each head is nominated against the state at the start of the cycle, the
+    /// entries are taken in Kueue's order (within nominal quota before borrowing, then
+    /// priority, then creation time), and each is checked again against what the cycle has
+    /// done so far. A workload that needs preemption only evicts its victims in this cycle
+    /// (it is admitted in a later one, once they are gone), and a workload admitted in a
+    /// cycle is never a victim in the same cycle: victims are chosen at nomination.
+    pub fn schedule(&mut self, heads: &[Candidate], at: DateTime<Utc>) -> Cycle {
+        let mut entries: Vec<(&Candidate, Mode)> =
+            heads.iter().map(|c| (c, self.nominate(c))).collect();
+        entries.sort_by(|(a, ma), (b, mb)| {
+            ma.borrows()
+                .cmp(&mb.borrows())
+                .then(b.priority.cmp(&a.priority))
+                .then(a.submitted_at.cmp(&b.submitted_at))
+                .then(a.id.cmp(&b.id))
+        });
+        let mut out = Cycle::default();
+        let mut victims: std::collections::HashSet<Wid> = Default::default();
+        // Quota and nodes held for preemptors until the end of the cycle.
+        let mut reserved: Vec<(TeamIdx, u32, Option<Placement>)> = Vec::new();
+        for (c, mode) in entries {
+            match mode {
+                Mode::NoFit => out.unschedulable.push(c.id),
+                Mode::Fit { .. } => match self.capacity.place(c.gpus) {
+                    Some(p) if self.fits(c, true) => {
+                        self.admit(c, p.clone(), at);
+                        out.admitted.push((c.id, p));
+                    }
+                    _ => out.skipped.push(c.id),
+                },
+                Mode::Preempt { targets, .. } => {
+                    if targets.iter().any(|(id, _)| victims.contains(id)) {
+                        out.skipped.push(c.id);
+                        continue;
+                    }
+                    let removed: Vec<Admitted> = targets
+                        .iter()
+                        .filter_map(|(id, _)| self.release(*id))
+                        .collect();
+                    if !self.fits(c, true) {
+                        for a in &removed {
+                            self.admit_admitted(a);
+                        }
+                        out.skipped.push(c.id);
+                        continue;
+                    }
+                    // Kueue adds the preemptor's usage to the cycle's snapshot, so later
+                    // entries cannot take what its victims free.
+                    let q = self.quotas[c.team];
+                    let headroom = if self.used[c.team].saturating_add(c.gpus) > q.nominal {
+                        q.borrowing_limit.map_or(c.gpus, |l| {
+                            (q.nominal + l)
+                                .saturating_sub(self.used[c.team])
+                                .min(c.gpus)
+                        })
+                    } else {
+                        c.gpus
+                    };
+                    let p = self.capacity.place(c.gpus);
+                    if let Some(p) = &p {
+                        self.capacity.allocate(p);
+                    }
+                    self.used[c.team] += headroom;
+                    reserved.push((c.team, headroom, p));
+                    for (id, cause) in targets {
+                        victims.insert(id);
+                        out.preempted.push((id, cause));
+                    }
+                    out.evicted.extend(removed);
+                    out.preempting.push(c.id);
+                }
+            }
+        }
+        for (team, gpus, p) in reserved {
+            self.used[team] -= gpus;
+            if let Some(p) = p {
+                self.capacity.release(&p);
+            }
+        }
+        out
+    }
+
+    /// The head of each team's queue, as Kueue's queue manager hands them to a cycle: the
+    /// first pending workload of the team; under `BestEffortFIFO` skipping what was found
+    /// inadmissible since the last release (`failed[team]`: the smallest such request; any
+    /// later request of the team at least that large fails too, as quota and room only
+    /// shrink until something is released and the queue runs by falling priority).
+    pub fn heads(&self, queue: &Queue, failed: &[u32]) -> Vec<Candidate> {
+        let mut best: Vec<Option<QueueKey>> = vec![None; self.teams.len()];
+        for (&(team, gpus), keys) in &queue.classes {
+            let strict = self
+                .quotas
+                .get(team)
+                .is_some_and(|q| q.strategy == QueueingStrategy::StrictFifo);
+            if !strict && gpus >= failed.get(team).copied().unwrap_or(u32::MAX) {
+                continue;
+            }
+            if let (Some(k), Some(b)) = (keys.iter().next(), best.get_mut(team)) {
+                if b.is_none_or(|b| *k < b) {
+                    *b = Some(*k);
+                }
+            }
+        }
+        best.into_iter()
+            .flatten()
+            .map(|k| queue.items[&k].clone())
+            .collect()
+    }
+
+    /// Scheduling cycles at `at` until one changes nothing, as Kueue's scheduler runs while
+    /// its queues have heads: admitted workloads leave `queue`, evicted ones go back to it
+    /// (with their creation time), and under `BestEffortFIFO` an inadmissible head steps
+    /// aside for the next until something is released. `preemption: false` leaves every
+    /// admitted workload in place (the ETA forecast).
+    pub fn settle(
+        &mut self,
+        queue: &mut Queue,
+        at: DateTime<Utc>,
+        preemption: bool,
+    ) -> Vec<Decision> {
+        let mut out = Vec::new();
+        let mut failed: Vec<u32> = vec![u32::MAX; self.teams.len()];
+        // Each productive cycle admits, evicts or sets one head aside: bounded by the queue.
+        let mut budget = 4 * (queue.len() + self.admitted.len()) + 16;
+        loop {
+            failed.resize(self.teams.len(), u32::MAX);
+            let heads = self.heads(queue, &failed);
+            if heads.is_empty() || budget == 0 {
+                if budget == 0 {
+                    tracing::warn!(pool = %self.capacity.name, "admission did not settle; stopping the pass");
+                }
+                break;
+            }
+            budget -= 1;
+            let cycle = if preemption {
+                self.schedule(&heads, at)
+            } else {
+                self.schedule_without_preemption(&heads, at)
             };
+            let mut productive = !cycle.admitted.is_empty() || !cycle.preempted.is_empty();
+            for (id, p) in cycle.admitted {
+                queue.remove(id);
+                out.push(Decision::Admit(id, p));
+            }
+            if !cycle.preempted.is_empty() {
+                // Something was released: every head is in play again (Kueue requeues the
+                // inadmissible workloads of the cohort).
+                failed.iter_mut().for_each(|f| *f = u32::MAX);
+            }
+            for a in cycle.evicted {
+                queue.push(Candidate {
+                    id: a.id,
+                    team: a.team,
+                    gpus: a.gpus,
+                    priority: a.priority,
+                    submitted_at: a.submitted_at,
+                });
+            }
+            for (id, cause) in cycle.preempted {
+                out.push(Decision::Evict(id, cause));
+            }
+            for id in cycle.unschedulable {
+                let Some(c) = queue.get(id) else { continue };
+                if self.quotas[c.team].strategy == QueueingStrategy::StrictFifo {
+                    continue; // the head stays, and blocks its team's queue
+                }
+                if c.gpus < failed[c.team] {
+                    failed[c.team] = c.gpus;
+                    productive = true;
+                }
+            }
+            if !productive {
+                break;
+            }
+        }
+        out
+    }
+
+    /// A cycle in which nothing is preempted: heads that fit are admitted, the rest step
+    /// aside (the ETA forecast's passes).
+    fn schedule_without_preemption(&mut self, heads: &[Candidate], at: DateTime<Utc>) -> Cycle {
+        let mut entries: Vec<(&Candidate, bool)> = heads
+            .iter()
+            .map(|c| {
+                let borrows =
+                    self.used[c.team].saturating_add(c.gpus) > self.quotas[c.team].nominal;
+                (c, borrows)
+            })
+            .collect();
+        entries.sort_by(|(a, ba), (b, bb)| {
+            ba.cmp(bb)
+                .then(b.priority.cmp(&a.priority))
+                .then(a.submitted_at.cmp(&b.submitted_at))
+                .then(a.id.cmp(&b.id))
+        });
+        let mut out = Cycle::default();
+        for (c, _) in entries {
             match self.try_fit(c) {
                 Ok(p) => {
                     self.admit(c, p.clone(), at);
                     out.admitted.push((c.id, p));
-                    next(&mut heap);
                 }
-                Err(miss) => {
-                    let preempt = if miss != Miss::Never && opts.preemption {
-                        self.find_preemption(c)
-                    } else {
-                        None
-                    };
-                    match preempt {
-                        Some((victims, p)) => {
-                            for (id, cause) in victims {
-                                self.release(id);
-                                out.preempted.push((id, cause));
-                            }
-                            self.admit(c, p.clone(), at);
-                            out.admitted.push((c.id, p));
-                            // Room came back: every class is in play again from here on.
-                            failed_team.iter_mut().for_each(|f| *f = u32::MAX);
-                            no_room = u32::MAX;
-                            heap = classes
-                                .iter()
-                                .enumerate()
-                                .filter_map(|(j, (_, keys))| {
-                                    keys.range((Excluded(key), Unbounded))
-                                        .next()
-                                        .map(|k| Reverse((*k, j)))
-                                })
-                                .collect();
-                        }
-                        None => match miss {
-                            // Another team may still preempt its way in, so with preemption
-                            // only this team's class is out.
-                            Miss::Room if !opts.preemption => no_room = no_room.min(gpus),
-                            Miss::Room | Miss::Quota => {
-                                if let Some(f) = failed_team.get_mut(team) {
-                                    *f = (*f).min(gpus);
-                                }
-                            }
-                            Miss::Never => {
-                                next(&mut heap);
-                            }
-                        },
-                    }
-                }
+                Err(_) => out.unschedulable.push(c.id),
             }
         }
         out
     }
-
-    /// One admission pass walking the queue in order, explaining what stays pending if asked.
-    fn cycle_in_order(&mut self, queue: &Queue, at: DateTime<Utc>, opts: CycleOptions) -> Cycle {
-        let mut out = Cycle::default();
-        let strict = self.capacity.strategy == QueueingStrategy::StrictFifo;
-        let min_sizes = queue.min_sizes();
-        // Per team: the smallest request that failed this pass. Quota and room only shrink
-        // during a pass and the queue runs by falling priority, so any later request of the
-        // team at least that large fails too.
-        let mut failed: Vec<u32> = vec![u32::MAX; self.teams.len()];
-        let mut ahead = 0u32;
-        let mut run = 0u32;
-        let mut last_priority = None;
-        let mut blocked = false;
-        for c in queue.iter() {
-            if blocked {
-                if !opts.reasons {
-                    break;
-                }
-                if last_priority != Some(c.priority) {
-                    run = 0;
-                    last_priority = Some(c.priority);
-                }
-                let higher = ahead - run;
-                out.pending.push((
-                    c.id,
-                    Blocker::StrictFifo {
-                        pool: self.capacity.name.clone(),
-                        ahead,
-                        higher,
-                    },
-                ));
-                ahead += 1;
-                run += 1;
-                continue;
-            }
-            if c.team < failed.len() && c.gpus >= failed[c.team] {
-                if opts.reasons {
-                    let b = self
-                        .evaluate(c)
-                        .err()
-                        .unwrap_or_else(|| self.capacity_blocker(c.gpus));
-                    out.pending.push((c.id, b));
-                } else if all_blocked(&min_sizes, &failed)
-                    || (!opts.preemption && self.capacity.free() == 0)
-                {
-                    break;
-                }
-                continue;
-            }
-            let result = if opts.reasons {
-                match self.evaluate(c) {
-                    Ok(p) => Ok((Vec::new(), p)),
-                    Err(b) if opts.preemption && !b.is_permanent() => {
-                        self.find_preemption(c).ok_or(Some(b))
-                    }
-                    Err(b) => Err(Some(b)),
-                }
-            } else {
-                match self.try_fit(c) {
-                    Ok(p) => Ok((Vec::new(), p)),
-                    Err(Miss::Never) => Err(None),
-                    Err(_) if opts.preemption => self.find_preemption(c).ok_or(None),
-                    Err(_) => Err(None),
-                }
-            };
-            match result {
-                Ok((victims, p)) => {
-                    let preempted = !victims.is_empty();
-                    for (id, cause) in victims {
-                        self.release(id);
-                        out.preempted.push((id, cause));
-                    }
-                    self.admit(c, p.clone(), at);
-                    out.admitted.push((c.id, p));
-                    // Without preemption nothing more fits in a full pool.
-                    if !opts.reasons && !opts.preemption && self.capacity.free() == 0 {
-                        break;
-                    }
-                    if preempted {
-                        failed.iter_mut().for_each(|f| *f = u32::MAX);
-                    }
-                }
-                Err(b) => {
-                    if c.team < failed.len() {
-                        failed[c.team] = c.gpus;
-                    }
-                    if let Some(b) = b {
-                        out.pending.push((c.id, b));
-                    }
-                    if strict {
-                        blocked = true;
-                        last_priority = Some(c.priority);
-                        ahead = 1;
-                        run = 1;
-                    }
-                    // Nothing left can fit once every waiting team is blocked at its smallest request.
-                    if !opts.reasons && all_blocked(&min_sizes, &failed) {
-                        break;
-                    }
-                    // Without preemption nothing fits in a full pool.
-                    if !opts.reasons && !opts.preemption && self.capacity.free() == 0 {
-                        break;
-                    }
-                }
-            }
-        }
-        out
-    }
-}
-
-/// Every team with something waiting has failed at (or below) its smallest request.
-fn all_blocked(min_sizes: &[u32], failed: &[u32]) -> bool {
-    min_sizes
-        .iter()
-        .enumerate()
-        .all(|(t, &m)| m == u32::MAX || failed.get(t).is_some_and(|&f| f <= m))
 }
 
 /// When each pending workload would be admitted if nothing new arrived: running workloads end
@@ -1006,59 +1142,80 @@ pub fn forecast(
     let limit = now + horizon;
     let mut left = queue.len();
     let mut failed_team: Vec<u32> = Vec::new();
-    let strict = co.capacity.strategy == QueueingStrategy::StrictFifo;
     let mut t = now;
     loop {
-        // One pass at `t`, as `Cohort::cycle` makes it without preemption.
+        // Scheduling cycles at `t`, as `Cohort::settle` runs them without preemption: the
+        // head of each team (its best class not set aside), taken within nominal quota
+        // first, then by priority and creation time.
         failed_team.clear();
         failed_team.resize(co.teams.len(), u32::MAX);
-        let mut no_room = u32::MAX;
         loop {
-            let mut best: Option<(QueueKey, usize)> = None;
+            let mut heads: Vec<Option<(QueueKey, usize)>> = vec![None; co.teams.len()];
             for (i, cl) in classes.iter().enumerate() {
                 let Some(k) = cl.head else { continue };
-                if cl.gpus >= no_room || failed_team.get(cl.team).is_some_and(|&f| cl.gpus >= f) {
+                if failed_team.get(cl.team).is_some_and(|&f| cl.gpus >= f) {
                     continue;
                 }
-                if best.is_none_or(|(b, _)| k < b) {
-                    best = Some((k, i));
-                }
-            }
-            let Some(((Reverse(priority), submitted_at, id), i)) = best else {
-                break;
-            };
-            let cl = &mut classes[i];
-            let c = Candidate {
-                id,
-                team: cl.team,
-                gpus: cl.gpus,
-                priority,
-                submitted_at,
-            };
-            match co.try_fit(&c) {
-                Ok(p) => {
-                    co.admit(&c, p, t);
-                    eta.insert(id, t);
-                    heap.push(Reverse((
-                        t + chrono::Duration::seconds(runtime(id).max(1)),
-                        id,
-                    )));
-                    cl.head = cl.rest.next().copied();
-                    left -= 1;
-                }
-                // Under StrictFIFO the head blocks everything behind it, as in `cycle_in_order`.
-                Err(_) if strict => break,
-                // The same for the whole class: none of it is ever admitted.
-                Err(Miss::Never) => {
-                    left -= 1 + cl.rest.len();
-                    cl.head = None;
-                }
-                Err(Miss::Room) => no_room = no_room.min(cl.gpus),
-                Err(Miss::Quota) => {
-                    if let Some(f) = failed_team.get_mut(cl.team) {
-                        *f = (*f).min(cl.gpus);
+                if let Some(h) = heads.get_mut(cl.team) {
+                    if h.is_none_or(|(b, _)| k < b) {
+                        *h = Some((k, i));
                     }
                 }
+            }
+            let mut heads: Vec<(bool, QueueKey, usize)> = heads
+                .into_iter()
+                .flatten()
+                .map(|(k, i)| {
+                    let cl = &classes[i];
+                    let borrows =
+                        co.used[cl.team].saturating_add(cl.gpus) > co.quotas[cl.team].nominal;
+                    (borrows, k, i)
+                })
+                .collect();
+            if heads.is_empty() {
+                break;
+            }
+            heads.sort();
+            let mut productive = false;
+            for (_, (Reverse(priority), submitted_at, id), i) in heads {
+                let cl = &mut classes[i];
+                let c = Candidate {
+                    id,
+                    team: cl.team,
+                    gpus: cl.gpus,
+                    priority,
+                    submitted_at,
+                };
+                match co.try_fit(&c) {
+                    Ok(p) => {
+                        co.admit(&c, p, t);
+                        eta.insert(id, t);
+                        heap.push(Reverse((
+                            t + chrono::Duration::seconds(runtime(id).max(1)),
+                            id,
+                        )));
+                        cl.head = cl.rest.next().copied();
+                        left -= 1;
+                        productive = true;
+                    }
+                    // Under StrictFIFO the head blocks the rest of its team's queue.
+                    Err(_) if co.quotas[cl.team].strategy == QueueingStrategy::StrictFifo => {
+                        if let Some(f) = failed_team.get_mut(cl.team) {
+                            *f = 0;
+                        }
+                    }
+                    Err(_) => {
+                        if let Some(f) = failed_team.get_mut(cl.team) {
+                            if cl.gpus < *f {
+                                *f = cl.gpus;
+                                productive = true;
+                            }
+                        }
+                    }
+                }
+            }
+            if !productive {
+                break;
             }
         }
         if left == 0 {
@@ -1082,5 +1239,9 @@ pub fn forecast(
     eta
 }
 
+#[cfg(test)]
+mod conformance;
+#[cfg(test)]
+mod conformance_cases;
 #[cfg(test)]
 mod tests;

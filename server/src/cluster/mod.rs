@@ -146,6 +146,8 @@ pub struct QuotaSpec {
     pub borrowing_limit: Option<u32>,
     /// `None`: lends all of its unused nominal quota.
     pub lending_limit: Option<u32>,
+    /// The ClusterQueue's queueing strategy; `None`: the pool's default.
+    pub strategy: Option<QueueingStrategy>,
 }
 
 /// A team's use of a pool.

@@ -14,7 +14,7 @@ use chrono::{DateTime, Duration, Utc};
 use tokio::sync::mpsc;
 
 use super::admission::{
-    forecast, Blocker, Candidate, Cohort, CycleOptions, PoolCapacity, Queue, Quota, Wid, WidMap,
+    forecast, Blocker, Candidate, Cohort, Decision, PoolCapacity, Queue, Quota, Wid, WidMap,
 };
 use super::*;
 use crate::clock::Clock;
@@ -76,12 +76,14 @@ impl SimState {
             .cohorts
             .get_mut(pool)
             .ok_or_else(|| ClusterError::UnknownPool(pool.to_string()))?;
+        let strategy = q.strategy.unwrap_or(co.capacity.strategy);
         co.set_quota(
             team,
             Quota {
                 nominal: q.nominal,
                 borrowing_limit: q.borrowing_limit,
                 lending_limit: q.lending_limit,
+                strategy,
             },
         );
         self.views.clear();
@@ -211,51 +213,41 @@ impl SimState {
         }
     }
 
-    /// One admission pass, with preemption, over every pool at time `at`.
+    /// Kueue's scheduling cycles, with preemption, over every pool at time `at`, until they
+    /// change nothing; each admission and eviction becomes an event, in the order decided.
     pub fn cycle(&mut self, at: DateTime<Utc>, out: &mut Vec<Pending>) {
-        let opts = CycleOptions {
-            preemption: true,
-            reasons: false,
-        };
         for (pool, co) in self.cohorts.iter_mut() {
             let queue = self.queues.get_mut(pool).expect("queue of a pool");
             if queue.is_empty() {
                 continue;
             }
-            let cycle = co.cycle(queue, at, opts);
-            if cycle.admitted.is_empty() && cycle.preempted.is_empty() {
+            let decisions = co.settle(queue, at, true);
+            if decisions.is_empty() {
                 continue;
             }
             self.views.clear();
-            for (wid, cause) in cycle.preempted {
-                self.running.remove(&wid);
-                let spec = &self.specs[&wid];
-                out.push((
-                    spec.job_id.clone(),
-                    pool.clone(),
-                    at,
-                    Change::Preempted {
-                        reason: cause.sentence(),
-                    },
-                ));
-                // Back in the queue with its original submission time.
-                queue.push(Candidate {
-                    id: wid,
-                    team: co.team(&spec.team),
-                    gpus: spec.gpus,
-                    priority: spec.priority.value(),
-                    submitted_at: spec.submitted_at,
-                });
-            }
-            for (wid, placement) in cycle.admitted {
-                queue.remove(wid);
-                let nodes = co.capacity.node_names(&placement);
-                out.push((
-                    self.specs[&wid].job_id.clone(),
-                    pool.clone(),
-                    at,
-                    Change::Admitted { nodes },
-                ));
+            for d in decisions {
+                match d {
+                    Decision::Admit(wid, placement) => out.push((
+                        self.specs[&wid].job_id.clone(),
+                        pool.clone(),
+                        at,
+                        Change::Admitted {
+                            nodes: co.capacity.node_names(&placement),
+                        },
+                    )),
+                    Decision::Evict(wid, cause) => {
+                        self.running.remove(&wid);
+                        out.push((
+                            self.specs[&wid].job_id.clone(),
+                            pool.clone(),
+                            at,
+                            Change::Preempted {
+                                reason: cause.sentence(),
+                            },
+                        ));
+                    }
+                }
             }
         }
     }
@@ -285,31 +277,29 @@ impl SimState {
             .get(pool)
             .ok_or_else(|| ClusterError::UnknownPool(pool.to_string()))?;
         let queue = &self.queues[pool];
-        // Why each waits, from the present state (the last real pass admitted all it could).
-        // Under BestEffortFIFO nothing is admitted between the workloads of a dry pass, so a
-        // workload's reason depends only on its team and size: explain each class once.
-        // StrictFIFO reasons depend on the place in line: explain each workload.
-        let strict = co.capacity.strategy == QueueingStrategy::StrictFifo;
+        // Why each waits, from the present state (the last settle admitted all it could).
+        // Nothing is admitted between the workloads of a dry pass, so a workload's reason
+        // depends only on its team and size: explain each class once. Behind the head of a
+        // team whose queue is StrictFIFO, the reason is the head.
         let mut by_class: HashMap<(usize, u32), (String, bool)> = HashMap::new();
         let mut by_workload: WidMap<(String, bool)> = WidMap::default();
-        if strict {
-            let mut dry = co.clone();
-            let opts = CycleOptions {
-                preemption: false,
-                reasons: true,
-            };
-            for (id, b) in dry.cycle(queue, now, opts).pending {
-                by_workload.insert(id, (b.sentence(), b.is_permanent()));
-            }
-        } else {
-            for c in queue.iter() {
+        let mut seen: HashMap<usize, u32> = HashMap::new();
+        for c in queue.iter() {
+            let before = seen.entry(c.team).or_default();
+            let strict = co.quotas[c.team].strategy == QueueingStrategy::StrictFifo;
+            if strict && *before > 0 {
+                let b = Blocker::StrictFifo {
+                    team: co.teams[c.team].clone(),
+                    pool: pool.to_string(),
+                    ahead: *before,
+                };
+                by_workload.insert(c.id, (b.sentence(), false));
+            } else {
                 by_class
                     .entry((c.team, c.gpus))
-                    .or_insert_with(|| match co.evaluate(c) {
-                        Ok(_) => ("Being admitted".to_string(), false),
-                        Err(b) => (b.sentence(), b.is_permanent()),
-                    });
+                    .or_insert_with(|| explain(co, c));
             }
+            *before += 1;
         }
         let ends: WidMap<DateTime<Utc>> = co
             .admitted
@@ -330,11 +320,9 @@ impl SimState {
             let spec = &self.specs[&c.id];
             let team_pos = per_team.entry(spec.team.as_str()).or_default();
             *team_pos += 1;
-            let explained = if strict {
-                by_workload.get(&c.id)
-            } else {
-                by_class.get(&(c.team, c.gpus))
-            };
+            let explained = by_workload
+                .get(&c.id)
+                .or_else(|| by_class.get(&(c.team, c.gpus)));
             let (reason, never) = explained
                 .cloned()
                 .unwrap_or_else(|| ("Being admitted".to_string(), false));
@@ -369,6 +357,7 @@ impl SimState {
                             nominal: co.quotas[i].nominal,
                             borrowing_limit: co.quotas[i].borrowing_limit,
                             lending_limit: co.quotas[i].lending_limit,
+                            strategy: None,
                         },
                         used: co.used[i],
                         borrowed: co.borrowed(i),
@@ -411,16 +400,12 @@ impl SimState {
             priority: w.priority.value(),
             submitted_at: latest,
         });
-        let mut dry = co.clone();
-        let cycle = dry.cycle(
-            &queue,
-            now,
-            CycleOptions {
-                preemption: true,
-                reasons: true,
-            },
-        );
-        if cycle.admitted.iter().any(|(id, _)| *id == probe) {
+        let probe_c = queue.get(probe).cloned().expect("probe queued");
+        let admitted = co
+            .settle(&mut queue, now, true)
+            .iter()
+            .any(|d| matches!(d, Decision::Admit(id, _) if *id == probe));
+        if admitted {
             return Ok(Admissibility {
                 fits_now: true,
                 ahead: 0,
@@ -429,12 +414,22 @@ impl SimState {
                 eta: Some(now),
             });
         }
-        let pos = cycle
-            .pending
+        let ahead_in_team = queue
             .iter()
-            .position(|(id, _)| *id == probe)
-            .unwrap_or(0);
-        let blocker = cycle.pending.get(pos).map(|(_, b)| b.clone());
+            .take_while(|c| c.id != probe)
+            .filter(|c| c.team == probe_c.team)
+            .count() as u32;
+        let blocker = if co.quotas[probe_c.team].strategy == QueueingStrategy::StrictFifo
+            && ahead_in_team > 0
+        {
+            Some(Blocker::StrictFifo {
+                team: w.team.clone(),
+                pool: w.pool.clone(),
+                ahead: ahead_in_team,
+            })
+        } else {
+            co.evaluate(&probe_c).err()
+        };
         let ahead = queue.iter().take_while(|c| c.id != probe).count() as u32;
         let never = blocker.as_ref().is_some_and(Blocker::is_permanent);
         let ends: WidMap<DateTime<Utc>> = co
@@ -466,6 +461,14 @@ impl SimState {
             never,
             eta,
         })
+    }
+}
+
+/// Why a pending workload waits, as a sentence, and whether it can ever start as things are.
+fn explain(co: &Cohort, c: &Candidate) -> (String, bool) {
+    match co.evaluate(c) {
+        Ok(_) => ("Being admitted".to_string(), false),
+        Err(b) => (b.sentence(), b.is_permanent()),
     }
 }
 

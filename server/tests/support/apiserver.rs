@@ -377,6 +377,7 @@ async fn handle(
                     nominal: r["nominalQuota"].as_u64().unwrap() as u32,
                     borrowing_limit: r["borrowingLimit"].as_u64().map(|v| v as u32),
                     lending_limit: r["lendingLimit"].as_u64().map(|v| v as u32),
+                    strategy: None,
                 };
                 s.sim.as_mut().unwrap().set_quota(&team, &pool, q).unwrap();
                 me.admit(&mut s);

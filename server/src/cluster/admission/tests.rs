@@ -58,6 +58,7 @@ impl Scenario {
                 nominal,
                 borrowing_limit,
                 lending_limit,
+                strategy: self.co.capacity.strategy,
             },
         );
         self
@@ -102,28 +103,42 @@ impl Scenario {
             .map(|(k, _)| k.clone())
             .unwrap()
     }
+    /// Kueue's scheduling cycles until nothing changes, then why each workload still waits.
     fn cycle(mut self) -> (Outcome, Scenario) {
         let at = t0() + chrono::Duration::hours(1);
-        let c = self.co.cycle(
-            &self.queue,
-            at,
-            CycleOptions {
-                preemption: true,
-                reasons: true,
-            },
-        );
+        let decisions = self.co.settle(&mut self.queue, at, true);
+        let mut admitted = Vec::new();
+        let mut preempted = Vec::new();
+        for d in decisions {
+            match d {
+                Decision::Admit(id, _) => admitted.push(self.name(id)),
+                Decision::Evict(id, cause) => preempted.push((self.name(id), cause.sentence())),
+            }
+        }
+        let mut seen: HashMap<TeamIdx, u32> = HashMap::new();
+        let mut pending = Vec::new();
+        for c in self.queue.iter() {
+            let before = seen.entry(c.team).or_default();
+            let b =
+                if self.co.quotas[c.team].strategy == QueueingStrategy::StrictFifo && *before > 0 {
+                    Blocker::StrictFifo {
+                        team: self.co.teams[c.team].clone(),
+                        pool: self.co.pool().to_string(),
+                        ahead: *before,
+                    }
+                } else {
+                    self.co
+                        .evaluate(c)
+                        .err()
+                        .unwrap_or_else(|| self.co.capacity_blocker(c.gpus))
+                };
+            *before += 1;
+            pending.push((self.name(c.id), b));
+        }
         let out = Outcome {
-            admitted: c.admitted.iter().map(|(id, _)| self.name(*id)).collect(),
-            preempted: c
-                .preempted
-                .iter()
-                .map(|(id, cause)| (self.name(*id), cause.sentence()))
-                .collect(),
-            pending: c
-                .pending
-                .into_iter()
-                .map(|(id, b)| (self.name(id), b))
-                .collect(),
+            admitted,
+            preempted,
+            pending,
         };
         (out, self)
     }
@@ -220,7 +235,7 @@ fn never_admissible_gangs_say_so() {
     assert!(o.pending[0].1.is_permanent());
     assert_eq!(
         o.pending[0].1.sentence(),
-        "Needs 32 GPUs but team nlp may hold at most 24 in hgx-h100 (quota plus borrowing limit): it can never be admitted"
+        "Cannot start under the current quotas: team nlp may hold at most 24 GPUs in hgx-h100 (its quota of 16 plus what it may borrow) and this job needs 32. It starts once the team's quota or borrowing limit in hgx-h100 is raised, or other teams lend more"
     );
 }
 
@@ -266,7 +281,7 @@ fn strict_fifo_blocks_behind_the_head() {
     assert!(o.admitted.is_empty());
     assert_eq!(
         o.pending[1].1.sentence(),
-        "Waiting behind 1 earlier job in hgx-h100 (1 of higher priority), which queues in strict FIFO order"
+        "Waiting behind 1 earlier job of team nlp in hgx-h100: the team's queue there is in strict FIFO order"
     );
 }
 
@@ -303,7 +318,7 @@ fn borrowing_is_bounded_by_the_cohorts_unused_quota() {
     assert_eq!(o.admitted, ["a"]);
     assert_eq!(
         o.pending[0].1.sentence(),
-        "Team nlp is at its quota in hgx-h100 (16 of 16 GPUs in use) and other teams' unused quota is taken: 8 GPUs could be borrowed, this job needs 16"
+        "Team nlp has 16 of its 16 GPUs in use in hgx-h100; this job needs 16, so the team would borrow 16, but only 8 GPUs of other teams' quota are unused"
     );
 }
 
@@ -319,7 +334,7 @@ fn a_lending_limit_keeps_part_of_a_quota_home() {
         .cycle();
     assert_eq!(o.admitted, ["a", "b"]);
     assert!(
-        matches!(o.pending[0].1, Blocker::Quota { lendable: 0, .. }),
+        matches!(o.pending[0].1, Blocker::Quota { borrowable: 0, .. }),
         "{:?}",
         o.pending[0].1
     );
@@ -487,14 +502,10 @@ fn forecast_by_passes(
         .keys()
         .map(|id| Reverse((ends.get(id).copied().unwrap_or(now).max(now), *id)))
         .collect();
-    let opts = CycleOptions {
-        preemption: false,
-        reasons: false,
-    };
     let mut t = now;
     loop {
-        for (id, _) in co.cycle(&queue, t, opts).admitted {
-            queue.remove(id);
+        for d in co.settle(&mut queue, t, false) {
+            let Decision::Admit(id, _) = d else { continue };
             eta.insert(id, t);
             heap.push(Reverse((
                 t + chrono::Duration::seconds(runtimes[&id].max(1)),
@@ -566,4 +577,109 @@ mod forecast_properties {
             prop_assert_eq!(fast, slow);
         }
     }
+}
+
+// ---- queueing strategy per ClusterQueue (team × pool) --------------------------------------
+
+/// Kueue's `queueingStrategy` is a field of the ClusterQueue
+/// (<https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#queueing-strategy>): a StrictFIFO
+/// head blocks only the rest of its own team's queue in the pool.
+#[test]
+fn a_strict_fifo_head_blocks_only_its_own_team() {
+    let mut s = Scenario::pool(4)
+        .quota("nlp", 16)
+        .quota("vision", 16)
+        .running("r", "nlp", 8);
+    let nlp = s.co.team("nlp");
+    s.co.quotas[nlp].strategy = QueueingStrategy::StrictFifo;
+    let (o, _) = s
+        .queued("nlp-big", "nlp", 16)
+        .queued("nlp-small", "nlp", 8)
+        .queued("vision-job", "vision", 8)
+        .cycle();
+    assert_eq!(o.admitted, ["vision-job"], "the other team is not blocked");
+    let reasons: Vec<(String, String)> = o
+        .pending
+        .iter()
+        .map(|(n, b)| (n.clone(), b.sentence()))
+        .collect();
+    assert_eq!(reasons[1].0, "nlp-small");
+    assert_eq!(
+        reasons[1].1,
+        "Waiting behind 1 earlier job of team nlp in hgx-h100: the team's queue there is in strict FIFO order"
+    );
+}
+
+/// A scheduling pass never both admits and evicts one workload: victims are chosen from what
+/// was admitted before the cycle, and a preemptor is admitted only once its victims are gone.
+#[test]
+fn a_cycle_never_admits_and_evicts_the_same_workload() {
+    let at = t0() + chrono::Duration::hours(1);
+    // Both at once: the job within nominal quota goes first; the borrower no longer fits.
+    let mut s = Scenario::pool(4)
+        .borrowing("nlp", 16, None)
+        .borrowing("vision", 16, None)
+        .queued("vision-borrow", "vision", 32)
+        .queued("nlp-reclaim", "nlp", 16);
+    let heads = s.co.heads(&s.queue, &[]);
+    let cycle = s.co.schedule(&heads, at);
+    let admitted: Vec<String> = cycle.admitted.iter().map(|(id, _)| s.name(*id)).collect();
+    assert_eq!(admitted, ["nlp-reclaim"]);
+    assert!(cycle.preempted.is_empty());
+    assert_eq!(
+        cycle
+            .skipped
+            .iter()
+            .map(|id| s.name(*id))
+            .collect::<Vec<_>>(),
+        ["vision-borrow"]
+    );
+
+    // The borrower first, alone; then the lender's job: one cycle evicts, the next admits.
+    let mut s = Scenario::pool(4)
+        .borrowing("nlp", 16, None)
+        .borrowing("vision", 16, None)
+        .queued("vision-borrow", "vision", 32);
+    s.co.settle(&mut s.queue, at, true);
+    let s = s.queued("nlp-reclaim", "nlp", 16);
+    let mut s = s;
+    let heads = s.co.heads(&s.queue, &[]);
+    let first = s.co.schedule(&heads, at);
+    assert!(
+        first.admitted.is_empty(),
+        "the preemptor waits for its victims"
+    );
+    assert_eq!(
+        first
+            .preempted
+            .iter()
+            .map(|(id, _)| s.name(*id))
+            .collect::<Vec<_>>(),
+        ["vision-borrow"]
+    );
+    for a in first.evicted {
+        s.queue.push(Candidate {
+            id: a.id,
+            team: a.team,
+            gpus: a.gpus,
+            priority: a.priority,
+            submitted_at: a.submitted_at,
+        });
+    }
+    let heads = s.co.heads(&s.queue, &[]);
+    let second = s.co.schedule(&heads, at);
+    assert_eq!(
+        second
+            .admitted
+            .iter()
+            .map(|(id, _)| s.name(*id))
+            .collect::<Vec<_>>(),
+        ["nlp-reclaim"]
+    );
+    assert!(second.preempted.is_empty());
+    assert_eq!(
+        s.co.used,
+        vec![16, 0],
+        "nlp holds its nominal; vision waits"
+    );
 }

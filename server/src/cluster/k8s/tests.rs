@@ -105,6 +105,7 @@ fn every_object_gantry_builds_validates_against_the_crds() {
                 nominal: 64,
                 borrowing_limit: Some(32),
                 lending_limit: None,
+                strategy: None,
             },
         ),
         (
@@ -114,6 +115,7 @@ fn every_object_gantry_builds_validates_against_the_crds() {
                 nominal: 8,
                 borrowing_limit: None,
                 lending_limit: Some(4),
+                strategy: None,
             },
         ),
     ];
@@ -290,6 +292,7 @@ fn render_prints_reviewable_yaml() {
             nominal: 64,
             borrowing_limit: Some(32),
             lending_limit: None,
+            strategy: None,
         },
     )];
     let yaml = objects::to_yaml(&objects::queueing_objects(&s, &pools, &quotas));
@@ -652,6 +655,7 @@ async fn a_quota_edit_applies_only_gantrys_fields_and_reports_a_conflict() {
                 nominal: 48,
                 borrowing_limit: Some(16),
                 lending_limit: None,
+                strategy: None,
             },
         )
         .await
@@ -671,6 +675,7 @@ async fn positions_come_from_the_visibility_api_merged_across_the_pools_queues()
             nominal: 16,
             borrowing_limit: Some(0),
             lending_limit: None,
+            strategy: None,
         },
     );
     k.know_quota(
@@ -680,6 +685,7 @@ async fn positions_come_from_the_visibility_api_merged_across_the_pools_queues()
             nominal: 16,
             borrowing_limit: Some(0),
             lending_limit: None,
+            strategy: None,
         },
     );
     k.observe(&wl(json!([cond(

@@ -13,6 +13,7 @@ fn quota(nominal: u32, borrowing_limit: Option<u32>) -> QuotaSpec {
         nominal,
         borrowing_limit,
         lending_limit: None,
+        strategy: None,
     }
 }
 
