@@ -56,8 +56,7 @@ pub trait Backend: Send + Sync + 'static {
         viewer: &Viewer,
         team: String,
         pool: String,
-        nominal_gpus: u32,
-        borrowing_limit_gpus: Option<u32>,
+        draft: QuotaDraft,
         version: i64,
     ) -> Result<QuotaCell, ApiError>;
     /// The last 30 days replayed under the current quotas and with this one changed.
@@ -66,8 +65,7 @@ pub trait Backend: Send + Sync + 'static {
         viewer: &Viewer,
         team: String,
         pool: String,
-        nominal_gpus: u32,
-        borrowing_limit_gpus: Option<u32>,
+        draft: QuotaDraft,
     ) -> Result<QuotaPreview, ApiError>;
     /// Creates a template (`version` `None`) or a new version of `name` from a YAML
     /// definition (admins only).

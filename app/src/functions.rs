@@ -105,20 +105,12 @@ pub async fn admin_quotas() -> Result<Vec<QuotaCell>, ApiError> {
 pub async fn save_quota(
     team: String,
     pool: String,
-    nominal_gpus: u32,
-    borrowing_limit_gpus: Option<u32>,
+    draft: QuotaDraft,
     version: i64,
 ) -> Result<QuotaCell, ApiError> {
     let (backend, viewer) = ssr::backend_and_viewer().await?;
     backend
-        .save_quota(
-            &viewer,
-            team,
-            pool,
-            nominal_gpus,
-            borrowing_limit_gpus,
-            version,
-        )
+        .save_quota(&viewer, team, pool, draft, version)
         .await
 }
 
@@ -126,13 +118,10 @@ pub async fn save_quota(
 pub async fn preview_quota(
     team: String,
     pool: String,
-    nominal_gpus: u32,
-    borrowing_limit_gpus: Option<u32>,
+    draft: QuotaDraft,
 ) -> Result<QuotaPreview, ApiError> {
     let (backend, viewer) = ssr::backend_and_viewer().await?;
-    backend
-        .preview_quota(&viewer, team, pool, nominal_gpus, borrowing_limit_gpus)
-        .await
+    backend.preview_quota(&viewer, team, pool, draft).await
 }
 
 #[server]

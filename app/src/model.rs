@@ -249,6 +249,14 @@ pub struct QuotaCell {
     pub nominal_gpus: u32,
     /// `None`: may borrow any unused quota of the pool (Kueue's default).
     pub borrowing_limit_gpus: Option<u32>,
+    /// How much of the nominal quota other teams may borrow; `None`: all of it (Kueue's
+    /// default).
+    #[serde(default)]
+    pub lending_limit_gpus: Option<u32>,
+    /// The team's queue order in the pool: `BestEffortFIFO` or `StrictFIFO` (Kueue's
+    /// ClusterQueue `queueingStrategy`).
+    #[serde(default)]
+    pub queueing_strategy: String,
     /// Bumped by every change; the API's `ETag` is `"v<version>"`.
     pub version: i64,
     pub used_gpus: u32,
@@ -261,6 +269,16 @@ pub struct QuotaCell {
     pub pool_gpus: u32,
     /// The sum of every team's nominal quota in the pool (may exceed `pool_gpus`: a warning).
     pub pool_nominal_sum: u32,
+}
+
+/// A quota as an admin drafts it (the Quotas page's Save and Preview).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuotaDraft {
+    pub nominal_gpus: u32,
+    pub borrowing_limit_gpus: Option<u32>,
+    pub lending_limit_gpus: Option<u32>,
+    /// `BestEffortFIFO` or `StrictFIFO`.
+    pub queueing_strategy: String,
 }
 
 /// One entry of the append-only audit log.

@@ -264,6 +264,15 @@ fn whole_gpus(
     }
 }
 
+/// A field that may be absent (`None`), null (`Some(None)`) or set.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PreviewChange {
@@ -272,6 +281,12 @@ struct PreviewChange {
     nominal_gpus: u32,
     #[serde(default)]
     borrowing_limit_gpus: Option<u32>,
+    /// Absent: unchanged; null: lends all of its nominal quota.
+    #[serde(default, deserialize_with = "present")]
+    lending_limit_gpus: Option<Option<u32>>,
+    /// Absent: unchanged; null: the pool's default.
+    #[serde(default, deserialize_with = "present")]
+    queueing_strategy: Option<Option<String>>,
 }
 
 #[derive(Deserialize)]
@@ -297,18 +312,21 @@ async fn preview_quotas(
         .changes
         .into_iter()
         .map(|c| {
-            (
+            Ok((
                 c.team,
                 c.pool,
-                crate::cluster::QuotaSpec {
+                crate::service::QuotaEdit {
                     nominal: c.nominal_gpus,
                     borrowing_limit: c.borrowing_limit_gpus,
-                    lending_limit: None,
-                    strategy: None,
+                    lending_limit: c.lending_limit_gpus,
+                    strategy: c
+                        .queueing_strategy
+                        .map(|s| s.as_deref().map(crate::service::parse_strategy).transpose())
+                        .transpose()?,
                 },
-            )
+            ))
         })
-        .collect();
+        .collect::<Result<_, ApiError>>()?;
     Ok(Json(state.portal.preview_quotas(&v, changes, days).await?))
 }
 
@@ -341,13 +359,15 @@ async fn put_quota(
     let serde_json::Value::Object(body) = body else {
         return Err(ApiError::bad_request("the body must be a JSON object").into());
     };
-    if let Some(unknown) = body
-        .keys()
-        .find(|k| !matches!(k.as_str(), "nominal_gpus" | "borrowing_limit_gpus"))
-    {
+    if let Some(unknown) = body.keys().find(|k| {
+        !matches!(
+            k.as_str(),
+            "nominal_gpus" | "borrowing_limit_gpus" | "lending_limit_gpus" | "queueing_strategy"
+        )
+    }) {
         return Err(ApiError::invalid(
             unknown.clone(),
-            "unknown field; accepted: nominal_gpus, borrowing_limit_gpus",
+            "unknown field; accepted: nominal_gpus, borrowing_limit_gpus, lending_limit_gpus, queueing_strategy",
         )
         .into());
     }
@@ -358,11 +378,28 @@ async fn put_quota(
         )
     })?;
     let borrowing_limit = whole_gpus(&body, "borrowing_limit_gpus")?;
-    let quota = crate::cluster::QuotaSpec {
+    // Left out: unchanged; null: Kueue's default (lend all) / the pool's default order.
+    let lending_limit = match body.get("lending_limit_gpus") {
+        None => None,
+        Some(_) => Some(whole_gpus(&body, "lending_limit_gpus")?),
+    };
+    let strategy = match body.get("queueing_strategy") {
+        None => None,
+        Some(serde_json::Value::Null) => Some(None),
+        Some(serde_json::Value::String(s)) => Some(Some(crate::service::parse_strategy(s)?)),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "queueing_strategy",
+                "must be \"BestEffortFIFO\", \"StrictFIFO\" or null (the pool's default)",
+            )
+            .into())
+        }
+    };
+    let quota = crate::service::QuotaEdit {
         nominal,
         borrowing_limit,
-        lending_limit: None,
-        strategy: None,
+        lending_limit,
+        strategy,
     };
     let cell = state
         .portal

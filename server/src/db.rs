@@ -1159,17 +1159,18 @@ impl Db {
 
     pub async fn set_quota(&self, q: &QuotaRow, at: DateTime<Utc>) -> Result<()> {
         sqlx::query(
-            "INSERT INTO quota (team_id, pool_id, nominal_gpus, borrowing_limit_gpus, lending_limit_gpus, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6) \
+            "INSERT INTO quota (team_id, pool_id, nominal_gpus, borrowing_limit_gpus, lending_limit_gpus, queueing_strategy, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) \
              ON CONFLICT (team_id, pool_id) DO UPDATE SET nominal_gpus = excluded.nominal_gpus, \
              borrowing_limit_gpus = excluded.borrowing_limit_gpus, lending_limit_gpus = excluded.lending_limit_gpus, \
-             updated_at = excluded.updated_at",
+             queueing_strategy = excluded.queueing_strategy, updated_at = excluded.updated_at",
         )
         .bind(&q.team)
         .bind(&q.pool)
         .bind(q.quota.nominal as i64)
         .bind(q.quota.borrowing_limit.map(i64::from))
         .bind(q.quota.lending_limit.map(i64::from))
+        .bind(q.quota.strategy.map(|s| s.as_str()))
         .bind(ms(at))
         .execute(&self.pool)
         .await
@@ -1180,7 +1181,7 @@ impl Db {
     /// One quota with its version (the ETag of the quota API).
     pub async fn quota(&self, team: &str, pool: &str) -> Result<Option<(QuotaSpec, i64)>> {
         let row = sqlx::query(
-            "SELECT nominal_gpus, borrowing_limit_gpus, lending_limit_gpus, version FROM quota WHERE team_id = $1 AND pool_id = $2",
+            "SELECT nominal_gpus, borrowing_limit_gpus, lending_limit_gpus, queueing_strategy, version FROM quota WHERE team_id = $1 AND pool_id = $2",
         )
         .bind(team)
         .bind(pool)
@@ -1197,7 +1198,7 @@ impl Db {
                     lending_limit: r
                         .try_get::<Option<i64>, _>("lending_limit_gpus")?
                         .map(|v| v as u32),
-                    strategy: None,
+                    strategy: strategy_of(&r)?,
                 },
                 r.try_get::<i64, _>("version")?,
             ))
@@ -1215,11 +1216,14 @@ impl Db {
     ) -> Result<bool> {
         let mut tx = self.begin_write().await?;
         let changed = sqlx::query(
-            "UPDATE quota SET nominal_gpus = $1, borrowing_limit_gpus = $2, updated_at = $3, version = version + 1 \
-             WHERE team_id = $4 AND pool_id = $5 AND version = $6",
+            "UPDATE quota SET nominal_gpus = $1, borrowing_limit_gpus = $2, lending_limit_gpus = $3, queueing_strategy = $4, \
+             updated_at = $5, version = version + 1 \
+             WHERE team_id = $6 AND pool_id = $7 AND version = $8",
         )
         .bind(q.quota.nominal as i64)
         .bind(q.quota.borrowing_limit.map(i64::from))
+        .bind(q.quota.lending_limit.map(i64::from))
+        .bind(q.quota.strategy.map(|s| s.as_str()))
         .bind(ms(audit.at))
         .bind(&q.team)
         .bind(&q.pool)
@@ -1331,7 +1335,7 @@ impl Db {
 
     pub async fn list_quotas(&self) -> Result<Vec<QuotaRow>> {
         let rows = sqlx::query(
-            "SELECT team_id, pool_id, nominal_gpus, borrowing_limit_gpus, lending_limit_gpus FROM quota ORDER BY team_id, pool_id",
+            "SELECT team_id, pool_id, nominal_gpus, borrowing_limit_gpus, lending_limit_gpus, queueing_strategy FROM quota ORDER BY team_id, pool_id",
         )
         .fetch_all(&self.pool)
         .await
@@ -1349,7 +1353,7 @@ impl Db {
                         lending_limit: r
                             .try_get::<Option<i64>, _>("lending_limit_gpus")?
                             .map(|v| v as u32),
-                        strategy: None,
+                        strategy: strategy_of(r)?,
                     },
                 })
             })
@@ -1748,4 +1752,12 @@ fn template_from_row(r: &AnyRow) -> Result<Template> {
         trainer_runtime: r.try_get::<Option<String>, _>("trainer_runtime")?,
         last_used_by_team: None,
     })
+}
+
+/// A quota row's queueing strategy (`None`: the pool's default).
+fn strategy_of(
+    r: &sqlx::any::AnyRow,
+) -> std::result::Result<Option<crate::cluster::QueueingStrategy>, sqlx::Error> {
+    let s: Option<String> = r.try_get("queueing_strategy")?;
+    Ok(s.and_then(|s| crate::cluster::QueueingStrategy::parse(&s)))
 }

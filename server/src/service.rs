@@ -84,6 +84,48 @@ impl From<ClusterError> for ApiError {
 }
 
 /// Logs an internal failure with the request id and returns what the user may see.
+/// A quota change: nominal and borrowing limit as given; the lending limit and the queueing
+/// strategy only where `Some` (`Some(None)`: back to Kueue's default / the pool's default).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct QuotaEdit {
+    pub nominal: u32,
+    pub borrowing_limit: Option<u32>,
+    pub lending_limit: Option<Option<u32>>,
+    pub strategy: Option<Option<crate::cluster::QueueingStrategy>>,
+}
+
+impl QuotaEdit {
+    /// From the Quotas page's draft: every field set.
+    pub fn from_draft(d: &app::model::QuotaDraft) -> Result<Self, ApiError> {
+        Ok(QuotaEdit {
+            nominal: d.nominal_gpus,
+            borrowing_limit: d.borrowing_limit_gpus,
+            lending_limit: Some(d.lending_limit_gpus),
+            strategy: Some(Some(parse_strategy(&d.queueing_strategy)?)),
+        })
+    }
+
+    /// The quota this edit gives, on top of `before`.
+    pub fn apply(&self, before: &crate::cluster::QuotaSpec) -> crate::cluster::QuotaSpec {
+        crate::cluster::QuotaSpec {
+            nominal: self.nominal,
+            borrowing_limit: self.borrowing_limit,
+            lending_limit: self.lending_limit.unwrap_or(before.lending_limit),
+            strategy: self.strategy.unwrap_or(before.strategy),
+        }
+    }
+}
+
+/// `BestEffortFIFO` or `StrictFIFO`, or a 422 naming `queueing_strategy`.
+pub fn parse_strategy(s: &str) -> Result<crate::cluster::QueueingStrategy, ApiError> {
+    crate::cluster::QueueingStrategy::parse(s).ok_or_else(|| {
+        ApiError::invalid(
+            "queueing_strategy",
+            format!("must be BestEffortFIFO or StrictFIFO (got {s:?})"),
+        )
+    })
+}
+
 pub fn internal(e: impl std::fmt::Display) -> ApiError {
     let id = current_request_id();
     tracing::error!(request_id = %id, error = %e, "internal error");
@@ -823,6 +865,15 @@ impl Portal {
             pool: pool.to_string(),
             nominal_gpus: spec.nominal,
             borrowing_limit_gpus: spec.borrowing_limit,
+            lending_limit_gpus: spec.lending_limit,
+            queueing_strategy: spec
+                .strategy
+                .or(live.and_then(|t| t.quota.strategy))
+                .unwrap_or_else(|| {
+                    crate::cluster::QueueingStrategy::parse(&p.strategy).unwrap_or_default()
+                })
+                .as_str()
+                .to_string(),
             version,
             used_gpus: live.map_or(0, |t| t.used),
             borrowed_gpus: live.map_or(0, |t| t.borrowed),
@@ -857,7 +908,7 @@ impl Portal {
         viewer: &Viewer,
         team: &str,
         pool: &str,
-        quota: crate::cluster::QuotaSpec,
+        quota: QuotaEdit,
         if_match: Option<i64>,
         address: Option<String>,
     ) -> Result<QuotaCell, ApiError> {
@@ -894,10 +945,17 @@ impl Portal {
                 "this quota was changed by someone else since you loaded it (now version {version}); reload it and apply your change again"
             )));
         }
-        let quota = crate::cluster::QuotaSpec {
-            lending_limit: before.lending_limit,
-            ..quota
-        };
+        // Fields the edit leaves out keep their stored values.
+        let quota = quota.apply(&before);
+        if quota.lending_limit.is_some_and(|l| l > quota.nominal) {
+            return Err(ApiError::invalid(
+                "lending_limit_gpus",
+                format!(
+                    "a lending limit can be 0 to the nominal quota ({} GPUs), or null to lend all of it",
+                    quota.nominal
+                ),
+            ));
+        }
         self.cluster.set_quota(team, pool, quota).await?;
         let now = self.cluster.now();
         // The audit log records when people acted: real time, not the (sim) cluster clock.
@@ -907,7 +965,14 @@ impl Portal {
             &format!("{team}/{pool}"),
             Utc::now(),
         );
-        let shape = |q: &crate::cluster::QuotaSpec| serde_json::json!({"nominal_gpus": q.nominal, "borrowing_limit_gpus": q.borrowing_limit});
+        let shape = |q: &crate::cluster::QuotaSpec| {
+            serde_json::json!({
+                "nominal_gpus": q.nominal,
+                "borrowing_limit_gpus": q.borrowing_limit,
+                "lending_limit_gpus": q.lending_limit,
+                "queueing_strategy": q.strategy.map(|s| s.as_str()),
+            })
+        };
         audit.before = Some(shape(&before));
         audit.after = Some(shape(&quota));
         audit.address = address;
@@ -921,7 +986,7 @@ impl Portal {
                 "this quota was changed by someone else at the same moment; reload it and apply your change again",
             ));
         }
-        tracing::info!(team, pool, by = %viewer.user, nominal = quota.nominal, borrowing_limit = ?quota.borrowing_limit, "quota set");
+        tracing::info!(team, pool, by = %viewer.user, nominal = quota.nominal, borrowing_limit = ?quota.borrowing_limit, lending_limit = ?quota.lending_limit, strategy = ?quota.strategy, "quota set");
         // What the new quota admitted at once is in the database before the answer (the
         // test saw a race here: the job still queued for a moment after Save).
         self.sync().await;
@@ -940,7 +1005,7 @@ impl Portal {
     pub async fn preview_quotas(
         &self,
         viewer: &Viewer,
-        changes: Vec<(String, String, crate::cluster::QuotaSpec)>,
+        changes: Vec<(String, String, QuotaEdit)>,
         days: i64,
     ) -> Result<QuotaPreview, ApiError> {
         if !viewer.is_admin {
@@ -958,12 +1023,7 @@ impl Portal {
         let mut draft = current.clone();
         for (team, pool, q) in changes {
             match draft.iter_mut().find(|(t, p, _)| *t == team && *p == pool) {
-                Some(slot) => {
-                    slot.2 = crate::cluster::QuotaSpec {
-                        lending_limit: slot.2.lending_limit,
-                        ..q
-                    }
-                }
+                Some(slot) => slot.2 = q.apply(&slot.2),
                 None => {
                     return Err(ApiError::invalid(
                         "changes",
@@ -1535,16 +1595,10 @@ impl Backend for Portal {
         viewer: &Viewer,
         team: String,
         pool: String,
-        nominal_gpus: u32,
-        borrowing_limit_gpus: Option<u32>,
+        draft: app::model::QuotaDraft,
         version: i64,
     ) -> Result<QuotaCell, ApiError> {
-        let q = crate::cluster::QuotaSpec {
-            nominal: nominal_gpus,
-            borrowing_limit: borrowing_limit_gpus,
-            lending_limit: None,
-            strategy: None,
-        };
+        let q = QuotaEdit::from_draft(&draft)?;
         let address = crate::request_id::current_client_addr();
         self.set_quota(viewer, &team, &pool, q, Some(version), address)
             .await
@@ -1555,15 +1609,9 @@ impl Backend for Portal {
         viewer: &Viewer,
         team: String,
         pool: String,
-        nominal_gpus: u32,
-        borrowing_limit_gpus: Option<u32>,
+        draft: app::model::QuotaDraft,
     ) -> Result<QuotaPreview, ApiError> {
-        let q = crate::cluster::QuotaSpec {
-            nominal: nominal_gpus,
-            borrowing_limit: borrowing_limit_gpus,
-            lending_limit: None,
-            strategy: None,
-        };
+        let q = QuotaEdit::from_draft(&draft)?;
         self.preview_quotas(viewer, vec![(team, pool, q)], 30).await
     }
 

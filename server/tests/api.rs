@@ -227,6 +227,7 @@ on_both!(
     restart_keeps_jobs_states_and_positions,
     catalog_lists_templates_and_pools,
     strict_fifo_pool_blocks_behind_its_head,
+    quota_lending_limit_and_queue_order_are_set_checked_and_audited,
     kube_back_end_keeps_serving_while_the_api_server_is_down,
     quota_api_checks_values_refuses_stale_edits_and_audits,
     quota_preview_replays_real_launches_under_the_draft,
@@ -647,11 +648,11 @@ async fn quota_api_checks_values_refuses_stale_edits_and_audits(t: Target) {
     assert_eq!(log[0]["target"], "vision/hgx-h200");
     assert_eq!(
         log[0]["before"],
-        json!({"nominal_gpus": 8, "borrowing_limit_gpus": 8})
+        json!({"nominal_gpus": 8, "borrowing_limit_gpus": 8, "lending_limit_gpus": null, "queueing_strategy": null})
     );
     assert_eq!(
         log[0]["after"],
-        json!({"nominal_gpus": 32, "borrowing_limit_gpus": 0})
+        json!({"nominal_gpus": 32, "borrowing_limit_gpus": 0, "lending_limit_gpus": null, "queueing_strategy": null})
     );
     assert_eq!(log[0]["address"], "127.0.0.1");
     assert_eq!(log[1]["action"], "auth.sign_in");
@@ -804,24 +805,136 @@ async fn strict_fifo_pool_blocks_behind_its_head(t: Target) {
     let lora =
         |gpus: u32| json!({ "template": "llama-3.1-70b-lora", "gpus": gpus, "pool": "hgx-h200" });
     alice.launch(lora(16)).await;
-    // nlp may hold 16 + 8 in hgx-h200: this one waits at the head of the queue
+    // nlp may hold 16 + 8 in hgx-h200: this one waits at the head of nlp's queue
     let head = alice.launch(lora(16)).await;
     assert_eq!(head["state"], "queued");
-    // 8 GPUs are free and vision has quota, but StrictFIFO keeps it behind the head
-    let behind = dave.launch(lora(8)).await;
+    // 8 more would fit nlp's quota and the pool, but nlp's queue there is StrictFIFO
+    let behind = alice.launch(lora(8)).await;
     assert_eq!(behind["state"], "queued", "{behind}");
     assert_eq!(
         behind["pending_reason"],
-        "Waiting behind 1 earlier job in hgx-h200, which queues in strict FIFO order"
+        "Waiting behind 1 earlier job of team nlp in hgx-h200: the team's queue there is in strict FIFO order"
     );
+    // the strategy is a ClusterQueue's: vision's queue is not blocked by nlp's head
+    let other = dave.launch(lora(8)).await;
+    assert_eq!(other["state"], "admitted", "{other}");
     // the head leaves: the job behind it is admitted
     let hid = head["id"].as_str().unwrap();
     alice
         .post(&format!("/api/v1/jobs/{hid}/cancel"), json!({}))
         .await;
     let bid = behind["id"].as_str().unwrap();
-    let (_, b) = dave.get(&format!("/api/v1/jobs/{bid}")).await;
+    let (_, b) = alice.get(&format!("/api/v1/jobs/{bid}")).await;
     assert_eq!(b["state"], "admitted");
+    finish(app, db).await;
+}
+
+async fn quota_lending_limit_and_queue_order_are_set_checked_and_audited(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let carol = app.client("carol").await;
+    let alice = app.client("alice").await;
+    let url = format!("{}/api/v1/quotas/nlp/hgx-h200", app.base);
+    let put = |body: Value| {
+        let carol = &carol;
+        let url = url.clone();
+        async move {
+            let res = carol.http.get(&url).send().await.unwrap();
+            let tag = res.headers()["etag"].to_str().unwrap().to_string();
+            let res = carol
+                .http
+                .put(&url)
+                .header("If-Match", tag)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (res.status(), res.json::<Value>().await.unwrap())
+        }
+    };
+    let (_, cell) = carol.get("/api/v1/quotas/nlp/hgx-h200").await;
+    assert_eq!(cell["lending_limit_gpus"], Value::Null);
+    assert_eq!(cell["queueing_strategy"], "BestEffortFIFO");
+    let nominal = cell["nominal_gpus"].as_u64().unwrap();
+    let borrow = cell["borrowing_limit_gpus"].clone();
+
+    for (body, field) in [
+        (
+            json!({"nominal_gpus": nominal, "lending_limit_gpus": nominal + 8}),
+            "lending_limit_gpus",
+        ),
+        (
+            json!({"nominal_gpus": nominal, "lending_limit_gpus": -1}),
+            "lending_limit_gpus",
+        ),
+        (
+            json!({"nominal_gpus": nominal, "queueing_strategy": "FIFO"}),
+            "queueing_strategy",
+        ),
+        (
+            json!({"nominal_gpus": nominal, "queueing_strategy": 1}),
+            "queueing_strategy",
+        ),
+    ] {
+        let (status, err) = put(body.clone()).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}: {err}");
+        assert_eq!(err["error"]["field"], field, "{body}: {err}");
+    }
+
+    let (status, cell) = put(json!({
+        "nominal_gpus": nominal,
+        "borrowing_limit_gpus": borrow,
+        "lending_limit_gpus": 8,
+        "queueing_strategy": "StrictFIFO"
+    }))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{cell}");
+    assert_eq!(cell["lending_limit_gpus"], 8);
+    assert_eq!(cell["queueing_strategy"], "StrictFIFO");
+    // fields left out keep their values
+    let (status, cell) =
+        put(json!({"nominal_gpus": nominal, "borrowing_limit_gpus": borrow})).await;
+    assert_eq!(status, StatusCode::OK, "{cell}");
+    assert_eq!(
+        (
+            cell["lending_limit_gpus"].clone(),
+            cell["queueing_strategy"].clone()
+        ),
+        (json!(8), json!("StrictFIFO"))
+    );
+    let (_, audit) = carol.get("/api/v1/audit?action=quota.set").await;
+    let last = &audit.as_array().unwrap()[1];
+    assert_eq!(last["before"]["lending_limit_gpus"], Value::Null, "{last}");
+    assert_eq!(last["after"]["lending_limit_gpus"], 8, "{last}");
+    assert_eq!(last["after"]["queueing_strategy"], "StrictFIFO", "{last}");
+
+    // StrictFIFO set through the API orders nlp's queue in hgx-h200
+    let lora =
+        |gpus: u32| json!({ "template": "llama-3.1-70b-lora", "gpus": gpus, "pool": "hgx-h200" });
+    let first = alice.launch(lora(16)).await;
+    assert_eq!(first["state"], "admitted", "{first}");
+    let head = alice.launch(lora(16)).await;
+    assert_eq!(head["state"], "queued", "{head}");
+    let behind = alice.launch(lora(8)).await;
+    assert_eq!(behind["state"], "queued", "{behind}");
+    assert!(
+        behind["pending_reason"]
+            .as_str()
+            .unwrap()
+            .contains("strict FIFO"),
+        "{behind}"
+    );
+    // back to BestEffortFIFO: the job that fits goes ahead of the head
+    let (status, _) = put(json!({
+        "nominal_gpus": nominal,
+        "borrowing_limit_gpus": borrow,
+        "queueing_strategy": "BestEffortFIFO"
+    }))
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let bid = behind["id"].as_str().unwrap();
+    let (_, b) = alice.get(&format!("/api/v1/jobs/{bid}")).await;
+    assert_eq!(b["state"], "admitted", "{b}");
     finish(app, db).await;
 }
 

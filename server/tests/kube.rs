@@ -186,11 +186,10 @@ async fn a_quota_edit_goes_to_the_cluster_queue_and_a_conflict_changes_nothing()
     let portal = Portal::new(db.clone(), cluster, applied_rx, live_tx, true);
     let carol = portal.viewer_by_id("carol").await.unwrap().unwrap();
     let alice = portal.viewer_by_id("alice").await.unwrap().unwrap();
-    let q = |n, b| gantry::cluster::QuotaSpec {
+    let q = |n, b| gantry::service::QuotaEdit {
         nominal: n,
         borrowing_limit: Some(b),
-        lending_limit: None,
-        strategy: None,
+        ..Default::default()
     };
 
     let server = tokio::spawn(async move {
@@ -261,7 +260,10 @@ async fn a_quota_edit_goes_to_the_cluster_queue_and_a_conflict_changes_nothing()
             .unwrap()
             .quota
     };
-    assert_eq!(stored(db.clone()).await, q(48, 16));
+    assert_eq!(
+        stored(db.clone()).await,
+        q(48, 16).apply(&Default::default())
+    );
     let e = portal
         .set_quota(&carol, "nlp", "hgx-h100", q(8, 0), None, None)
         .await
@@ -274,7 +276,7 @@ async fn a_quota_edit_goes_to_the_cluster_queue_and_a_conflict_changes_nothing()
     );
     assert_eq!(
         stored(db).await,
-        q(48, 16),
+        q(48, 16).apply(&Default::default()),
         "the refused edit is not stored"
     );
     server.await.unwrap();

@@ -8,7 +8,7 @@ use crate::components::ErrorBox;
 use crate::format;
 use crate::functions::{admin_quotas, preview_quota, save_quota};
 use crate::live::use_live;
-use crate::model::{QuotaCell, QuotaPreview};
+use crate::model::{QuotaCell, QuotaDraft, QuotaPreview};
 
 #[component]
 pub fn AdminQuotasPage() -> impl IntoView {
@@ -79,6 +79,8 @@ fn PoolQuotas(pool: String, rows: Vec<QuotaCell>, saved: RwSignal<u32>) -> impl 
                         <th>"Team"</th>
                         <th>"Nominal (GPUs)"</th>
                         <th>"Borrowing limit (GPUs)"</th>
+                        <th>"Lending limit (GPUs)"</th>
+                        <th>"Queue order"</th>
                         <th class="num">"In use"</th>
                         <th class="num">"Borrowed"</th>
                         <th class="num">"Lent"</th>
@@ -121,27 +123,50 @@ fn QuotaRow(cell: QuotaCell, saved: RwSignal<u32>) -> impl IntoView {
             .map(|b| b.to_string())
             .unwrap_or_default(),
     );
+    let lend = RwSignal::new(
+        cell.lending_limit_gpus
+            .map(|b| b.to_string())
+            .unwrap_or_default(),
+    );
+    let strategy = RwSignal::new(cell.queueing_strategy.clone());
     let max = cell.pool_gpus;
     let nominal_ok = move || gpus_field(&nominal.get(), false, max);
     let borrow_ok = move || gpus_field(&borrow.get(), true, max);
-    let original = (cell.nominal_gpus, cell.borrowing_limit_gpus);
-    let changed = move || match (nominal_ok(), borrow_ok()) {
-        (Ok(Some(n)), Ok(b)) => (n, b) != original,
+    // Kueue: a lending limit is at most the nominal quota.
+    let lend_ok = move || {
+        let n = nominal_ok().ok().flatten().unwrap_or(0);
+        match gpus_field(&lend.get(), true, max)? {
+            Some(l) if l > n => Err(format!("at most the nominal quota ({n})")),
+            l => Ok(l),
+        }
+    };
+    let original = StoredValue::new((
+        cell.nominal_gpus,
+        cell.borrowing_limit_gpus,
+        cell.lending_limit_gpus,
+        cell.queueing_strategy.clone(),
+    ));
+    let changed = move || match (nominal_ok(), borrow_ok(), lend_ok()) {
+        (Ok(Some(n)), Ok(b), Ok(l)) => original.with_value(|o| (n, b, l, strategy.get()) != *o),
         _ => false,
     };
-    let valid = move || nominal_ok().is_ok() && borrow_ok().is_ok();
+    let valid = move || nominal_ok().is_ok() && borrow_ok().is_ok() && lend_ok().is_ok();
+    let draft = move || QuotaDraft {
+        nominal_gpus: nominal_ok().ok().flatten().unwrap_or(0),
+        borrowing_limit_gpus: borrow_ok().ok().flatten(),
+        lending_limit_gpus: lend_ok().ok().flatten(),
+        queueing_strategy: strategy.get(),
+    };
     let team = StoredValue::new(cell.team.clone());
     let pool = StoredValue::new(cell.pool.clone());
     let version = cell.version;
     let preview = Action::new(move |_: &()| {
-        let n = nominal_ok().ok().flatten().unwrap_or(0);
-        let b = borrow_ok().ok().flatten();
-        async move { preview_quota(team.get_value(), pool.get_value(), n, b).await }
+        let d = draft();
+        async move { preview_quota(team.get_value(), pool.get_value(), d).await }
     });
     let save = Action::new(move |_: &()| {
-        let n = nominal_ok().ok().flatten().unwrap_or(0);
-        let b = borrow_ok().ok().flatten();
-        async move { save_quota(team.get_value(), pool.get_value(), n, b, version).await }
+        let d = draft();
+        async move { save_quota(team.get_value(), pool.get_value(), d, version).await }
     });
     Effect::new(move |_| {
         if let Some(Ok(_)) = save.value().get() {
@@ -177,6 +202,30 @@ fn QuotaRow(cell: QuotaCell, saved: RwSignal<u32>) -> impl IntoView {
                 />
                 {move || borrow_ok().err().map(|e| view! { <p class="field-error">{e}</p> })}
             </td>
+            <td>
+                <input
+                    type="number"
+                    min="0"
+                    step="1"
+                    placeholder="lends all"
+                    aria-label=format!("Lending limit of {} in {}", cell.team, cell.pool)
+                    data-testid=format!("{testid}-lend")
+                    prop:value=move || lend.get()
+                    on:input=move |ev| lend.set(event_target_value(&ev))
+                />
+                {move || lend_ok().err().map(|e| view! { <p class="field-error">{e}</p> })}
+            </td>
+            <td>
+                <select
+                    aria-label=format!("Queue order of {} in {}", cell.team, cell.pool)
+                    data-testid=format!("{testid}-strategy")
+                    prop:value=move || strategy.get()
+                    on:change=move |ev| strategy.set(event_target_value(&ev))
+                >
+                    <option value="BestEffortFIFO" selected=cell.queueing_strategy == "BestEffortFIFO">"Best effort FIFO"</option>
+                    <option value="StrictFIFO" selected=cell.queueing_strategy == "StrictFIFO">"Strict FIFO"</option>
+                </select>
+            </td>
             <td class="num">{format!("{} GPUs", cell.used_gpus)}</td>
             <td class="num">{format!("{} GPUs", cell.borrowed_gpus)}</td>
             <td class="num">{format!("{} GPUs", cell.lent_gpus)}</td>
@@ -205,10 +254,10 @@ fn QuotaRow(cell: QuotaCell, saved: RwSignal<u32>) -> impl IntoView {
         {move || {
             let result = save.value().get();
             match result {
-                Some(Err(e)) => Some(view! { <tr><td colspan="8"><ErrorBox err=e/></td></tr> }.into_any()),
+                Some(Err(e)) => Some(view! { <tr><td colspan="10"><ErrorBox err=e/></td></tr> }.into_any()),
                 _ => preview.value().get().map(|p| match p {
-                    Ok(p) => view! { <tr><td colspan="8"><PreviewTable p=p team=team.get_value()/></td></tr> }.into_any(),
-                    Err(e) => view! { <tr><td colspan="8"><ErrorBox err=e/></td></tr> }.into_any(),
+                    Ok(p) => view! { <tr><td colspan="10"><PreviewTable p=p team=team.get_value()/></td></tr> }.into_any(),
+                    Err(e) => view! { <tr><td colspan="10"><ErrorBox err=e/></td></tr> }.into_any(),
                 }),
             }
         }}

@@ -71,6 +71,14 @@ pub enum QueueingStrategy {
 }
 
 impl QueueingStrategy {
+    /// Kueue's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueingStrategy::BestEffortFifo => "BestEffortFIFO",
+            QueueingStrategy::StrictFifo => "StrictFIFO",
+        }
+    }
+
     pub fn parse(s: &str) -> Option<QueueingStrategy> {
         match s {
             "BestEffortFIFO" => Some(QueueingStrategy::BestEffortFifo),
