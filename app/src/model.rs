@@ -426,6 +426,10 @@ pub struct LaunchCheck {
     pub eta: Option<DateTime<Utc>>,
     /// The cluster clock when checked.
     pub now: DateTime<Utc>,
+    /// The team cannot hold this job under the current quotas: it would be accepted and wait
+    /// until a quota changes (as in Kueue). The Launch form asks for a second click.
+    #[serde(default)]
+    pub cannot_start: bool,
 }
 
 /// What the live stream (`/api/v1/events`, server-sent events) carries.

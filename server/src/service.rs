@@ -758,22 +758,15 @@ impl Portal {
         Ok((self.job_for(viewer, &existing.id).await?, false))
     }
 
-    /// What the cluster would do with this launch now; a gang that could never be admitted
-    /// (larger than the pool, or than the team's quota plus borrowing) is refused with 422.
+    /// What the cluster would do with this launch now. A gang larger than the team may hold
+    /// under the current quotas (`never`) is accepted and waits, as Kueue keeps it pending:
+    /// quotas change and cohorts grow. (One larger than the pool is refused in `validate`.)
     async fn admissibility(
         &self,
         v: &ValidLaunch,
     ) -> Result<crate::cluster::Admissibility, ApiError> {
         let spec = v.workload(String::new(), self.cluster.now(), RunSpec::default());
-        let a = self.cluster.check(&spec).await?;
-        if a.never {
-            return Err(ApiError::invalid(
-                "gpus",
-                a.reason
-                    .unwrap_or_else(|| "this job could never be admitted".into()),
-            ));
-        }
-        Ok(a)
+        Ok(self.cluster.check(&spec).await?)
     }
 
     pub async fn check(
@@ -789,6 +782,7 @@ impl Portal {
             reason: a.reason,
             eta: a.eta,
             now: self.cluster.now(),
+            cannot_start: a.never,
         })
     }
 

@@ -228,6 +228,7 @@ on_both!(
     catalog_lists_templates_and_pools,
     strict_fifo_pool_blocks_behind_its_head,
     quota_lending_limit_and_queue_order_are_set_checked_and_audited,
+    a_job_larger_than_the_quota_is_accepted_and_waits_saying_why,
     kube_back_end_keeps_serving_while_the_api_server_is_down,
     quota_api_checks_values_refuses_stale_edits_and_audits,
     quota_preview_replays_real_launches_under_the_draft,
@@ -935,6 +936,69 @@ async fn quota_lending_limit_and_queue_order_are_set_checked_and_audited(t: Targ
     let bid = behind["id"].as_str().unwrap();
     let (_, b) = alice.get(&format!("/api/v1/jobs/{bid}")).await;
     assert_eq!(b["state"], "admitted", "{b}");
+    finish(app, db).await;
+}
+
+/// As in Kueue, a workload the team cannot hold under the current quotas is accepted and
+/// stays pending (quotas change); its reason says so and what would let it start.
+async fn a_job_larger_than_the_quota_is_accepted_and_waits_saying_why(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let carol = app.client("carol").await;
+    let dave = app.client("dave").await;
+    // vision may hold 8 + 8 in hgx-h200 (32 GPUs in all): 32 is more than it may ever hold
+    let (_, cell) = carol.get("/api/v1/quotas/vision/hgx-h200").await;
+    assert_eq!(
+        (
+            cell["nominal_gpus"].as_u64(),
+            cell["borrowing_limit_gpus"].as_u64()
+        ),
+        (Some(8), Some(8))
+    );
+    let job = dave
+        .launch(json!({"template": "llama-3.1-8b-fsdp", "gpus": 32, "pool": "hgx-h200"}))
+        .await;
+    assert_eq!(job["state"], "queued", "{job}");
+    let reason = job["pending_reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("Cannot start under the current quotas: team vision may hold at most 16 GPUs in hgx-h200"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("It starts once the team's quota or borrowing limit in hgx-h200 is raised"),
+        "{reason}"
+    );
+    assert_eq!(
+        job["eta"],
+        Value::Null,
+        "no estimate for a job that cannot start"
+    );
+    // raising the borrowing limit: it can start once the pool has room
+    let res = carol
+        .http
+        .put(format!("{}/api/v1/quotas/vision/hgx-h200", app.base))
+        .header("If-Match", "\"v1\"")
+        .json(&json!({"nominal_gpus": 8, "borrowing_limit_gpus": 24}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let id = job["id"].as_str().unwrap();
+    let (_, j) = dave.get(&format!("/api/v1/jobs/{id}")).await;
+    let now = j["pending_reason"].as_str().unwrap_or("");
+    assert!(
+        j["state"] == "admitted" || !now.starts_with("Cannot start"),
+        "{j}"
+    );
+    // larger than the pool itself: still refused, naming the field
+    let (status, err) = dave
+        .post(
+            "/api/v1/jobs",
+            json!({"template": "llama-3.1-8b-fsdp", "gpus": 40, "pool": "hgx-h200"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert_eq!(err["error"]["field"], "gpus");
     finish(app, db).await;
 }
 

@@ -158,9 +158,21 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>, manifests: bool) -> impl IntoVi
             team: None,
         }
     };
+    // A job the team cannot hold under the current quotas is accepted and waits; the first
+    // click says so, the second launches.
+    let confirmed = RwSignal::new(false);
+    Effect::new(move |_| {
+        let _ = (gpus.get(), pool.get(), priority.get());
+        confirmed.set(false);
+    });
+    let cannot_start = move || matches!(check.get(), Some(Ok(c)) if c.cannot_start);
     let on_submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         if has_errors() {
+            return;
+        }
+        if cannot_start() && !confirmed.get_untracked() {
+            confirmed.set(true);
             return;
         }
         server_error.set(None);
@@ -375,6 +387,16 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>, manifests: bool) -> impl IntoVi
                         .filter(|e| e.field.is_none())
                         .map(|e| view! { <ErrorBox err=e/> })
                 }}
+                {move || {
+                    (cannot_start() && confirmed.get())
+                        .then(|| {
+                            view! {
+                                <p class="field-error" role="alert" data-testid="launch-confirm">
+                                    "This job cannot start under the current quotas: it will wait in the queue until the team's quota or borrowing limit in this pool is raised. Press the button again to queue it anyway."
+                                </p>
+                            }
+                        })
+                }}
                 <button
                     type="submit"
                     class="button primary big"
@@ -384,6 +406,8 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>, manifests: bool) -> impl IntoVi
                     {move || {
                         if launch.pending().get() {
                             "Launching…".to_string()
+                        } else if cannot_start() && confirmed.get() {
+                            format!("Queue anyway on {}", format::gpus_nodes(gpus.get()))
                         } else {
                             format!("Launch on {}", format::gpus_nodes(gpus.get()))
                         }
