@@ -1675,6 +1675,45 @@ impl Db {
         Ok(changed)
     }
 
+    /// Sets an admitted or running job's admission time and nodes to what the cluster says,
+    /// moving the start of its open run interval with it, and records `reason` as an event
+    /// at `seen`. False when the job is no longer admitted or running.
+    pub async fn correct_admission(
+        &self,
+        job_id: &str,
+        admitted_at: DateTime<Utc>,
+        nodes: &[String],
+        seen: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<bool> {
+        let mut tx = self.begin_write().await?;
+        let changed = sqlx::query(
+            "UPDATE job SET admitted_at = $1, node_names = $2 \
+             WHERE job_id = $3 AND state IN ('admitted', 'running')",
+        )
+        .bind(ms(admitted_at))
+        .bind(serde_json::to_string(nodes)?)
+        .bind(job_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(map_err)?
+        .rows_affected()
+            > 0;
+        if changed {
+            sqlx::query(
+                "UPDATE job_interval SET start_ms = $1 WHERE job_id = $2 AND end_ms IS NULL",
+            )
+            .bind(ms(admitted_at))
+            .bind(job_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+            insert_event(&mut tx, job_id, seen, "corrected", reason).await?;
+        }
+        tx.commit().await.map_err(map_err)?;
+        Ok(changed)
+    }
+
     // ---- sim clock ----------------------------------------------------------------------
 
     pub async fn sim_clock(&self) -> Result<Option<DateTime<Utc>>> {
