@@ -287,6 +287,21 @@ pub struct QuotaRow {
     pub quota: QuotaSpec,
 }
 
+/// A quota change written inside an open transaction (see [`Db::begin_quota_update`]).
+pub struct QuotaWrite {
+    tx: sqlx::Transaction<'static, sqlx::Any>,
+}
+
+impl QuotaWrite {
+    pub async fn commit(self) -> Result<()> {
+        self.tx.commit().await.map_err(map_err)
+    }
+
+    pub async fn rollback(self) -> Result<()> {
+        self.tx.rollback().await.map_err(map_err)
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct PoolRow {
     pub name: String,
@@ -1206,14 +1221,17 @@ impl Db {
         .transpose()
     }
 
-    /// Changes a quota only if it is still at `version`, with its audit entry, in one
-    /// transaction; false (nothing written) when someone else changed it first.
-    pub async fn update_quota_if(
+    /// Writes a quota change, only if the quota is still at `version`, with its audit entry,
+    /// in a transaction left open: the caller applies the change to the cluster, then commits
+    /// it (or drops it, which rolls it back). `None` (nothing written) when someone else
+    /// changed the quota first. The row stays locked until the end, so no other save can
+    /// slip in between the check and the commit.
+    pub async fn begin_quota_update(
         &self,
         q: &QuotaRow,
         version: i64,
         audit: &AuditEntry,
-    ) -> Result<bool> {
+    ) -> Result<Option<QuotaWrite>> {
         let mut tx = self.begin_write().await?;
         let changed = sqlx::query(
             "UPDATE quota SET nominal_gpus = $1, borrowing_limit_gpus = $2, lending_limit_gpus = $3, queueing_strategy = $4, \
@@ -1233,11 +1251,12 @@ impl Db {
         .map_err(map_err)?
         .rows_affected()
             > 0;
-        if changed {
-            insert_audit(&mut tx, audit).await?;
+        if !changed {
+            tx.rollback().await.map_err(map_err)?;
+            return Ok(None);
         }
-        tx.commit().await.map_err(map_err)?;
-        Ok(changed)
+        insert_audit(&mut tx, audit).await?;
+        Ok(Some(QuotaWrite { tx }))
     }
 
     pub async fn append_audit(&self, a: &AuditEntry) -> Result<()> {
@@ -1676,6 +1695,45 @@ impl Db {
                 t.reason,
             )
             .await?;
+        }
+        tx.commit().await.map_err(map_err)?;
+        Ok(changed)
+    }
+
+    /// Sets an admitted or running job's admission time and nodes to what the cluster says,
+    /// moving the start of its open run interval with it, and records `reason` as an event
+    /// at `seen`. False when the job is no longer admitted or running.
+    pub async fn correct_admission(
+        &self,
+        job_id: &str,
+        admitted_at: DateTime<Utc>,
+        nodes: &[String],
+        seen: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<bool> {
+        let mut tx = self.begin_write().await?;
+        let changed = sqlx::query(
+            "UPDATE job SET admitted_at = $1, node_names = $2 \
+             WHERE job_id = $3 AND state IN ('admitted', 'running')",
+        )
+        .bind(ms(admitted_at))
+        .bind(serde_json::to_string(nodes)?)
+        .bind(job_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(map_err)?
+        .rows_affected()
+            > 0;
+        if changed {
+            sqlx::query(
+                "UPDATE job_interval SET start_ms = $1 WHERE job_id = $2 AND end_ms IS NULL",
+            )
+            .bind(ms(admitted_at))
+            .bind(job_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+            insert_event(&mut tx, job_id, seen, "corrected", reason).await?;
         }
         tx.commit().await.map_err(map_err)?;
         Ok(changed)

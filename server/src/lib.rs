@@ -16,5 +16,7 @@ pub mod service;
 pub mod session_store;
 pub mod startup;
 pub mod template_def;
+#[cfg(test)]
+mod testkit;
 pub mod usage;
 pub mod whatif;

@@ -895,8 +895,9 @@ impl Portal {
     }
 
     /// Sets a team's quota in a pool (admins only), if it is still at `if_match` (`None`:
-    /// unconditionally). Applied to the cluster first (on Kubernetes the ClusterQueue, never
-    /// forcing fields others own), then stored with its audit entry; edits are one at a time.
+    /// unconditionally). The version is checked and the change written in a database
+    /// transaction, then applied to the cluster (on Kubernetes the ClusterQueue, never forcing
+    /// fields others own), then committed; edits are one at a time.
     pub async fn set_quota(
         &self,
         viewer: &Viewer,
@@ -950,7 +951,6 @@ impl Portal {
                 ),
             ));
         }
-        self.cluster.set_quota(team, pool, quota).await?;
         let now = self.cluster.now();
         // The audit log records when people acted: real time, not the (sim) cluster clock.
         let mut audit = crate::db::AuditEntry::new(
@@ -975,10 +975,26 @@ impl Portal {
             pool: pool.to_string(),
             quota,
         };
-        if !self.db.update_quota_if(&row, version, &audit).await? {
+        // The version is checked and the change written in the database first, the cluster
+        // changed next, the write committed last: a cluster that refuses leaves nothing
+        // stored, and a commit that fails puts the cluster back.
+        let Some(write) = self.db.begin_quota_update(&row, version, &audit).await? else {
             return Err(ApiError::conflict(
                 "this quota was changed by someone else at the same moment; reload it and apply your change again",
             ));
+        };
+        if let Err(e) = self.cluster.set_quota(team, pool, quota).await {
+            if let Err(db) = write.rollback().await {
+                tracing::warn!(team, pool, error = %db, "could not roll back a quota write the cluster refused");
+            }
+            return Err(e.into());
+        }
+        if let Err(e) = write.commit().await {
+            tracing::error!(team, pool, error = %e, "could not store a quota the cluster accepted; putting the cluster back");
+            if let Err(back) = self.cluster.set_quota(team, pool, before).await {
+                tracing::error!(team, pool, error = %back, nominal = before.nominal, borrowing_limit = ?before.borrowing_limit, "could not put the cluster's quota back: the cluster and the database disagree");
+            }
+            return Err(e.into());
         }
         tracing::info!(team, pool, by = %viewer.user, nominal = quota.nominal, borrowing_limit = ?quota.borrowing_limit, lending_limit = ?quota.lending_limit, strategy = ?quota.strategy, "quota set");
         // What the new quota admitted at once is in the database before the answer (the
@@ -2024,3 +2040,6 @@ impl Backend for Portal {
         self.cluster.now()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -201,12 +201,14 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
     };
     let (applied_tx, applied_rx) = watch::channel(0u64);
     let (live_tx, _) = broadcast::channel(1024);
-    let mut tasks = vec![crate::reconciler::spawn_event_writer(
+    let (writer, resync) = crate::reconciler::spawn_event_writer(
         db.clone(),
+        cluster.clone(),
         cluster.subscribe(),
         applied_tx,
         live_tx.clone(),
-    )];
+    );
+    let mut tasks = vec![writer];
     if let Some(sim) = &sim {
         restore_sim(sim, &db).await?;
     }
@@ -256,6 +258,9 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         tracing::warn!(error = %e, "could not send stored jobs at start");
     }
     portal.sync().await;
+    // The cluster holds what it will from here on (the sim restored, the watch started): the
+    // event writer compares the database with it now and every few seconds.
+    resync.request();
     if seeded_jobs_wanted {
         seed_jobs(&portal).await?;
     }

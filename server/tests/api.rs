@@ -245,6 +245,7 @@ on_both!(
     rollups_give_the_same_report_as_the_raw_intervals,
     job_utilization_gives_per_gpu_series,
     templates_are_created_versioned_and_deprecated_by_admins,
+    no_launch_is_lost_to_the_resender,
 );
 
 const NEOX: &str = "\
@@ -1089,6 +1090,70 @@ async fn launch_is_stored_admitted_and_listed(t: Target) {
     assert_eq!(list.as_array().unwrap().len(), 1);
     let (_, list) = app.client("dave").await.get("/api/v1/jobs").await;
     assert!(list.as_array().unwrap().is_empty());
+    finish(app, db).await;
+}
+
+/// Launches from eight clients at once while the resender runs every few milliseconds: a
+/// launch stored and sent between the resender's reads of the cluster and the database is a
+/// live job, never a leftover to delete. Every accepted job is stored once, still active (the
+/// manual clock ends nothing) and held by the cluster exactly once.
+async fn no_launch_is_lost_to_the_resender(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let resender = gantry::reconciler::spawn_resender_every(
+        app.running.portal.clone(),
+        std::time::Duration::from_millis(2),
+    );
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(12);
+    let mut launchers = Vec::new();
+    for user in ["alice", "bob", "dave", "erin"].repeat(2) {
+        let client = app.client(user).await;
+        launchers.push(tokio::spawn(async move {
+            let mut accepted = Vec::new();
+            while tokio::time::Instant::now() < until {
+                let (status, job) = client.post("/api/v1/jobs", llama(8)).await;
+                assert_eq!(status, StatusCode::CREATED, "{job}");
+                accepted.push(job["id"].as_str().unwrap().to_string());
+            }
+            accepted
+        }));
+    }
+    let mut accepted = Vec::new();
+    for l in launchers {
+        accepted.extend(l.await.unwrap());
+    }
+    resender.abort();
+    app.running.portal.sync().await;
+    assert!(accepted.len() >= 16, "only {} launches", accepted.len());
+
+    let portal = &app.running.portal;
+    let mut stored = std::collections::HashMap::new();
+    for row in portal.db.active_jobs().await.unwrap() {
+        assert!(
+            stored.insert(row.id.clone(), row.state).is_none(),
+            "{} stored twice",
+            row.id
+        );
+    }
+    let mut held = std::collections::HashMap::new();
+    for (id, _) in portal.cluster.workloads().await.unwrap() {
+        *held.entry(id).or_insert(0) += 1;
+    }
+    let mut lost = Vec::new();
+    for id in &accepted {
+        let row = portal.db.get_job(id).await.unwrap();
+        if !row.state.is_active() || held.get(id) != Some(&1) {
+            lost.push(format!("{id}: {} (held {:?})", row.state, held.get(id)));
+        }
+    }
+    assert!(
+        lost.is_empty(),
+        "{} of {} accepted launches lost, the first: {:?}",
+        lost.len(),
+        accepted.len(),
+        &lost[..lost.len().min(5)]
+    );
+    assert_eq!(stored.len(), accepted.len(), "nothing else was stored");
     finish(app, db).await;
 }
 

@@ -266,13 +266,26 @@ impl World {
             "{ctx}: jobs nobody launched are listed"
         );
 
-        // Admitted or running in the API == admitted in the cluster, on the same nodes.
-        let cluster: HashMap<String, Vec<String>> = self
-            .portal()
-            .cluster
-            .workloads()
-            .await
-            .unwrap()
+        // Admitted or running in the API == admitted in the cluster, on the same nodes; queued
+        // in the API == pending in the cluster.
+        let listed = self.portal().cluster.workloads().await.unwrap();
+        let mut pending: Vec<&str> = listed
+            .iter()
+            .filter(|(_, p)| matches!(p, WorkloadPhase::Pending))
+            .map(|(id, _)| id.as_str())
+            .collect();
+        let mut queued: Vec<&str> = jobs
+            .iter()
+            .filter(|j| j["state"] == "queued")
+            .map(|j| j["id"].as_str().unwrap())
+            .collect();
+        pending.sort();
+        queued.sort();
+        assert_eq!(
+            queued, pending,
+            "{ctx}: the API's queued jobs are not the cluster's pending ones"
+        );
+        let cluster: HashMap<String, Vec<String>> = listed
             .into_iter()
             .filter_map(|(id, phase)| match phase {
                 WorkloadPhase::Admitted { nodes, .. } => Some((id, nodes)),

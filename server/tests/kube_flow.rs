@@ -424,3 +424,88 @@ async fn the_same_scenario_agrees_on_the_sim_and_the_kube_back_end() {
     };
     assert_eq!(normalise(sim), normalise(kube));
 }
+
+/// Gantry is down while a job ends; on restart the watch's first list brings the end in at
+/// the time Kueue's `Finished` condition records, so the job's run (and its GPU-hours) ends
+/// then, not when Gantry came back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_ended_during_an_outage_ends_at_its_condition_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = ApiServer::start(&seeded_pools()).await;
+    let mut config = Config::default();
+    config.server.addr = "127.0.0.1:0".parse().unwrap();
+    config.database.url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("outage.db").display()
+    )
+    .into();
+    config.demo.jobs = false;
+    config.demo.history = false;
+    config.cluster.backend = ClusterBackend::Kube;
+    config.kube.kubeconfig = Some(api.kubeconfig(dir.path()));
+    config.kube.timeout_s = 2;
+
+    let g = start_gantry(&config).await;
+    let alice = sign_in(&g.base, "alice").await;
+    let j = launch(&alice, &g.base, llama(16)).await;
+    let id = j["id"].as_str().unwrap().to_string();
+    until(&alice, &g.base, &id, "running", |j| j["state"] == "running").await;
+    let workload = api
+        .objects("workloads")
+        .into_iter()
+        .find(|w| w.to_string().contains(&id.replace('-', "")))
+        .expect("the job's workload");
+    let admitted_at = workload["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Admitted")
+        .and_then(|c| c["lastTransitionTime"].as_str())
+        .map(|t| chrono::DateTime::parse_from_rfc3339(t).unwrap().to_utc())
+        .expect("Kueue's admission time");
+    g.running.stop().await;
+
+    // While Gantry is down: the job ends, 1.5 s after its admission as Kueue records it.
+    let finished_at = admitted_at + chrono::Duration::milliseconds(1500);
+    api.finish_at(&id, true, finished_at);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let g = start_gantry(&config).await;
+    let alice = sign_in(&g.base, "alice").await;
+    let done = until(&alice, &g.base, &id, "succeeded", |j| {
+        j["state"] == "succeeded"
+    })
+    .await;
+    let at = |v: &Value| {
+        chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap())
+            .unwrap()
+            .timestamp_millis()
+    };
+    assert_eq!(
+        at(&done["finished_at"]),
+        finished_at.timestamp_millis(),
+        "{done}"
+    );
+    assert_eq!(
+        at(&done["admitted_at"]),
+        admitted_at.timestamp_millis(),
+        "{done}"
+    );
+    let (start, end) = g
+        .running
+        .portal
+        .db
+        .last_interval(&id)
+        .await
+        .unwrap()
+        .expect("the job's run");
+    assert_eq!(
+        (start.timestamp_millis(), end.map(|e| e.timestamp_millis())),
+        (
+            admitted_at.timestamp_millis(),
+            Some(finished_at.timestamp_millis())
+        ),
+        "the run counts from Kueue's admission to its Finished condition: 16 GPUs x 1.5 s"
+    );
+    g.running.stop().await;
+}

@@ -212,6 +212,12 @@ pub trait Cluster: Send + Sync + 'static {
     async fn check(&self, w: &WorkloadSpec) -> Result<Admissibility>;
     /// Every workload the cluster knows that has not finished.
     async fn workloads(&self) -> Result<Vec<(String, WorkloadPhase)>>;
+    /// Whether [`Cluster::workloads`] lists everything the cluster holds (a watch-fed back
+    /// end: not before its first complete list). Gantry corrects its database only from a
+    /// complete list.
+    fn listed(&self) -> bool {
+        true
+    }
     /// A stream of every state change from now on.
     fn subscribe(&self) -> mpsc::UnboundedReceiver<ClusterEvent>;
     /// The sequence number of the last event sent to subscribers.

@@ -115,24 +115,29 @@ impl ApiServer {
 
     /// The scripted end of a job: its Workload gets `Finished`.
     pub fn finish(&self, job_id: &str, succeeded: bool) {
+        self.finish_at(job_id, succeeded, Utc::now());
+    }
+
+    /// The end of a job as Kueue recorded it at `at` (in the past: it happened while Gantry
+    /// was not watching).
+    pub fn finish_at(&self, job_id: &str, succeeded: bool, at: chrono::DateTime<Utc>) {
         let mut s = self.store.lock().unwrap();
         let Some(k) = workload_key_of(&s, job_id) else {
             panic!("no workload for job {job_id}");
         };
         let mut w = s.objects[&k].clone();
-        set_conditions(
-            &mut w,
-            &[condition(
-                "Finished",
-                true,
-                if succeeded { "Succeeded" } else { "Failed" },
-                if succeeded {
-                    "Job finished successfully"
-                } else {
-                    "Job failed: BackoffLimitExceeded"
-                },
-            )],
+        let mut finished = condition(
+            "Finished",
+            true,
+            if succeeded { "Succeeded" } else { "Failed" },
+            if succeeded {
+                "Job finished successfully"
+            } else {
+                "Job failed: BackoffLimitExceeded"
+            },
         );
+        finished["lastTransitionTime"] = json!(at.to_rfc3339());
+        set_conditions(&mut w, &[finished]);
         self.put(&mut s, &k, w, "MODIFIED");
         s.sim.as_mut().unwrap().remove(job_id);
         self.admit(&mut s);

@@ -117,6 +117,8 @@ pub struct KubeCluster {
     seq: AtomicU64,
     /// Whether the last call reached the API server (shown on the job page while not).
     reachable: AtomicBool,
+    /// Whether the Workload watch's first list is complete (the mirror holds everything).
+    listed: AtomicBool,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> ClusterError {
@@ -134,6 +136,7 @@ impl KubeCluster {
             subscribers: Mutex::new(Vec::new()),
             seq: AtomicU64::new(0),
             reachable: AtomicBool::new(true),
+            listed: AtomicBool::new(false),
         }
     }
 
@@ -298,34 +301,56 @@ impl KubeCluster {
         }
     }
 
-    /// Takes in one Workload as the watch saw it and reports what changed.
+    /// Takes in one Workload as the watch saw it and reports what changed, each change at
+    /// the time its condition records. The mirror stays locked until the changes are sent,
+    /// so a reader of [`Cluster::workloads`] never sees a state whose events are still to come.
     pub fn observe(&self, workload: &Value) {
         let Some(next) = status::observe(workload, &self.settings.namespace_prefix) else {
             return;
         };
-        let prev = self
-            .mirror()
-            .observed
-            .insert(next.job_id.clone(), next.clone());
-        let changes = transitions(prev.as_ref(), &next);
-        self.emit(&next.pool, &next.job_id, Utc::now(), changes);
+        let mut m = self.mirror();
+        let prev = m.observed.insert(next.job_id.clone(), next.clone());
+        let mut timed = Vec::new();
+        for change in transitions(prev.as_ref(), &next) {
+            match change_time(&change, &next) {
+                Some(at) => timed.push((at, change)),
+                None => {
+                    tracing::error!(job.id = %next.job_id, change = ?change, "the Workload does not say when this happened; the change is not recorded")
+                }
+            }
+        }
+        self.emit_timed(&next.pool, &next.job_id, timed);
+        drop(m);
     }
 
-    /// A Workload deleted in the cluster: a job that had not finished ends as cancelled.
+    /// A Workload deleted in the cluster: a job that had not finished ends as cancelled, at
+    /// its `deletionTimestamp` (else its last recorded change).
     pub fn forget(&self, workload: &Value) {
         let Some(gone) = status::observe(workload, &self.settings.namespace_prefix) else {
             return;
         };
-        let prev = self.mirror().observed.remove(&gone.job_id);
+        let mut m = self.mirror();
+        let prev = m.observed.remove(&gone.job_id);
         if prev.is_some_and(|p| !matches!(p.phase, Phase::Finished { .. })) {
+            let Some(at) = status::deleted_at(workload) else {
+                tracing::error!(job.id = %gone.job_id, "a deleted Workload without a deletion or condition time; the cancel is not recorded");
+                return;
+            };
             self.emit(
                 &gone.pool,
                 &gone.job_id,
-                Utc::now(),
+                at,
                 vec![Change::Cancelled {
                     reason: "Its workload was deleted in the cluster".into(),
                 }],
             );
+        }
+        drop(m);
+    }
+
+    fn emit_timed(&self, pool: &str, job_id: &str, changes: Vec<(DateTime<Utc>, Change)>) {
+        for (at, change) in changes {
+            self.emit(pool, job_id, at, vec![change]);
         }
     }
 
@@ -350,7 +375,8 @@ impl KubeCluster {
                             me.forget(&v);
                         }
                     }
-                    Ok(watcher::Event::Init) | Ok(watcher::Event::InitDone) => {}
+                    Ok(watcher::Event::InitDone) => me.listed.store(true, Ordering::SeqCst),
+                    Ok(watcher::Event::Init) => {}
                     Err(e) => {
                         me.reachable.store(false, Ordering::Relaxed);
                         tracing::warn!(error = %e, "watching Kueue workloads failed; retrying with backoff");
@@ -447,8 +473,18 @@ impl KubeCluster {
                 }
             })
         };
-        if let Some(c) = change {
-            self.emit(&pool, &job_id, Utc::now(), vec![c]);
+        let Some(c) = change else { return };
+        // The object's own times: its deletion, or the condition that gave the verdict.
+        let at = if deleted {
+            status::deleted_at(obj)
+        } else {
+            status::job_object_finished_at(obj).or_else(|| status::deleted_at(obj))
+        };
+        match at {
+            Some(at) => self.emit(&pool, &job_id, at, vec![c]),
+            None => {
+                tracing::error!(job.id = %job_id, %kind, change = ?c, "the job object does not say when this happened; the change is not recorded")
+            }
         }
     }
 
@@ -756,5 +792,22 @@ impl Cluster for KubeCluster {
 
     fn last_seq(&self) -> u64 {
         self.seq.load(Ordering::SeqCst)
+    }
+
+    fn listed(&self) -> bool {
+        self.listed.load(Ordering::SeqCst)
+    }
+}
+
+/// When a change happened, from the Workload's conditions.
+fn change_time(change: &Change, o: &Observed) -> Option<DateTime<Utc>> {
+    match change {
+        // Admitted and finished while Gantry was away: no `Admitted` left to read, so the
+        // run counts from the end (nothing is made up).
+        Change::Admitted { .. } => o.times.admitted.or(o.times.finished),
+        Change::Running => o.times.running,
+        Change::Succeeded { .. } | Change::Failed { .. } => o.times.finished,
+        Change::Preempted { .. } => o.times.evicted.or(o.times.last_change),
+        Change::Cancelled { .. } => o.times.last_change,
     }
 }

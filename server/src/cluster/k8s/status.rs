@@ -48,6 +48,21 @@ pub struct Observed {
     pub phase: Phase,
     /// The sentence of the last preemption, while the `Preempted` condition is true.
     pub preempted: Option<String>,
+    /// When the state changes it shows happened, from the conditions' `lastTransitionTime`:
+    /// `PodsReady` (else the admission), `Finished`, `Evicted`.
+    pub times: Times,
+}
+
+/// The times of a Workload's conditions, as Kubernetes recorded them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Times {
+    /// `Admitted`, else `QuotaReserved`, while true.
+    pub admitted: Option<DateTime<Utc>>,
+    pub running: Option<DateTime<Utc>>,
+    pub finished: Option<DateTime<Utc>>,
+    pub evicted: Option<DateTime<Utc>>,
+    /// The latest `lastTransitionTime` of any condition: when it was last seen to change.
+    pub last_change: Option<DateTime<Utc>>,
 }
 
 /// The job id of a job object named by [`super::objects::object_name`]: `gantry-` and the
@@ -78,7 +93,32 @@ fn is_true(w: &Value, kind: &str) -> bool {
     condition(w, kind).is_some_and(|c| c["status"] == "True")
 }
 
-fn time(v: &Value) -> Option<DateTime<Utc>> {
+/// The `lastTransitionTime` of a condition that is true.
+fn true_since(w: &Value, kind: &str) -> Option<DateTime<Utc>> {
+    condition(w, kind)
+        .filter(|c| c["status"] == "True")
+        .and_then(|c| time(&c["lastTransitionTime"]))
+}
+
+/// The latest `lastTransitionTime` among an object's conditions.
+pub fn last_change(obj: &Value) -> Option<DateTime<Utc>> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .filter_map(|c| time(&c["lastTransitionTime"]))
+        .max()
+}
+
+/// When an object was deleted: `metadata.deletionTimestamp` when the API server set one (it
+/// does not for an object deleted at once), else the latest time the object records (its last
+/// condition change, else its creation): a lower bound, never Gantry's clock.
+pub fn deleted_at(obj: &Value) -> Option<DateTime<Utc>> {
+    time(&obj["metadata"]["deletionTimestamp"])
+        .or_else(|| last_change(obj))
+        .or_else(|| time(&obj["metadata"]["creationTimestamp"]))
+}
+
+pub fn time(v: &Value) -> Option<DateTime<Utc>> {
     v.as_str()
         .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
         .map(|t| t.with_timezone(&Utc))
@@ -150,6 +190,14 @@ fn nodes(w: &Value) -> Vec<String> {
     out
 }
 
+/// When a JobSet or TrainJob reached its verdict: the `lastTransitionTime` of its true
+/// `Completed`/`Complete` or `Failed` condition.
+pub fn job_object_finished_at(obj: &Value) -> Option<DateTime<Utc>> {
+    ["Completed", "Complete", "Failed"]
+        .iter()
+        .find_map(|k| true_since(obj, k))
+}
+
 /// A JobSet's or TrainJob's own verdict, when it has one: `Some(true)` completed,
 /// `Some(false)` failed (JobSet `status.terminalState`; TrainJob `Complete`/`Failed` conditions).
 pub fn job_object_outcome(obj: &Value) -> Option<bool> {
@@ -184,16 +232,26 @@ pub fn observe(w: &Value, namespace_prefix: &str) -> Option<Observed> {
         .and_then(|n| n.strip_prefix("gantry-"))
         .and_then(Priority::parse)
         .unwrap_or_default();
-    let created_at = time(&w["metadata"]["creationTimestamp"]).unwrap_or_default();
+    let name = w["metadata"]["name"].as_str().unwrap_or_default();
+    // Times come from Kubernetes, never from Gantry's clock: a watch that resumes after an
+    // outage must not stamp what happened meanwhile with the time it learned of it. Without
+    // the time it needs, the sighting is skipped (the API server always writes these).
+    let Some(created_at) = time(&w["metadata"]["creationTimestamp"]) else {
+        tracing::error!(job.id = %job_id, workload = %name, "a Workload without metadata.creationTimestamp; skipped");
+        return None;
+    };
     let phase = if let Some(f) = condition(w, "Finished").filter(|c| c["status"] == "True") {
         Phase::Finished {
             succeeded: f["reason"] != "Failed",
             message: f["message"].as_str().unwrap_or_default().to_string(),
         }
     } else if is_true(w, "Admitted") {
-        let at = condition(w, "Admitted")
-            .and_then(|c| time(&c["lastTransitionTime"]))
-            .unwrap_or_default();
+        // Kueue reserves quota, then admits once the admission checks pass; the admission
+        // time is that of `Admitted`, else of `QuotaReserved`.
+        let Some(at) = true_since(w, "Admitted").or_else(|| true_since(w, "QuotaReserved")) else {
+            tracing::error!(job.id = %job_id, workload = %name, "an admitted Workload without the time of its Admitted or QuotaReserved condition; skipped");
+            return None;
+        };
         if is_true(w, "PodsReady") {
             Phase::Running {
                 at,
@@ -214,6 +272,22 @@ pub fn observe(w: &Value, namespace_prefix: &str) -> Option<Observed> {
             .unwrap_or_else(|| "Waiting for Kueue to consider it".to_string());
         Phase::Pending { reason }
     };
+    let admitted_at = match &phase {
+        Phase::Admitted { at, .. } | Phase::Running { at, .. } => Some(*at),
+        _ => None,
+    };
+    let times = Times {
+        admitted: true_since(w, "Admitted").or_else(|| true_since(w, "QuotaReserved")),
+        running: true_since(w, "PodsReady").or(admitted_at),
+        finished: true_since(w, "Finished"),
+        evicted: true_since(w, "Evicted")
+            .or_else(|| condition(w, "Evicted").and_then(|c| time(&c["lastTransitionTime"]))),
+        last_change: last_change(w),
+    };
+    if matches!(phase, Phase::Finished { .. }) && times.finished.is_none() {
+        tracing::error!(job.id = %job_id, workload = %name, "a finished Workload without the time of its Finished condition; skipped");
+        return None;
+    }
     let preempted = condition(w, "Preempted")
         .filter(|c| c["status"] == "True")
         .map(|c| preemption_sentence(c["reason"].as_str().unwrap_or_default()));
@@ -228,5 +302,6 @@ pub fn observe(w: &Value, namespace_prefix: &str) -> Option<Observed> {
         owner_kind: owner["kind"].as_str().unwrap_or("JobSet").to_string(),
         phase,
         preempted,
+        times,
     })
 }

@@ -1006,34 +1006,47 @@ fn a_job_object_deleted_in_the_cluster_cancels_its_job() {
     let k = KubeCluster::new(kube::Client::new(svc, "default"), settings(), vec![]);
     let mut events = k.subscribe();
     let t = crate::seed::templates().remove(0);
-    let js = objects::job_object(&settings(), &workload(&t, 8, "nlp"));
+    let mut js = objects::job_object(&settings(), &workload(&t, 8, "nlp"));
+    js["metadata"]["creationTimestamp"] = json!("2026-11-29T10:00:00Z");
     // Its Workload is running; then the JobSet is deleted with kubectl.
     k.observe(&wl(json!([
         cond("Admitted", true, "Admitted", ""),
         cond("PodsReady", true, "PodsReady", "")
     ])));
     k.observe_job_object(&js, false);
-    k.observe_job_object(&js, true);
-    let changes: Vec<Change> = std::iter::from_fn(|| events.try_recv().ok())
-        .map(|e| e.change)
+    let mut deleted = js.clone();
+    deleted["metadata"]["deletionTimestamp"] = json!("2026-11-29T11:30:00Z");
+    k.observe_job_object(&deleted, true);
+    let changes: Vec<(String, Change)> = std::iter::from_fn(|| events.try_recv().ok())
+        .map(|e| (e.at.to_rfc3339(), e.change))
         .collect();
+    // Each at the time Kubernetes recorded, not when Gantry saw it.
     assert_eq!(
         changes,
         vec![
-            Change::Admitted { nodes: vec![] },
-            Change::Running,
-            Change::Cancelled {
-                reason: "Its JobSet was deleted in the cluster".into()
-            }
+            (
+                "2026-11-29T10:05:00+00:00".into(),
+                Change::Admitted { nodes: vec![] }
+            ),
+            ("2026-11-29T10:05:00+00:00".into(), Change::Running),
+            (
+                "2026-11-29T11:30:00+00:00".into(),
+                Change::Cancelled {
+                    reason: "Its JobSet was deleted in the cluster".into()
+                }
+            )
         ]
     );
     // A JobSet that completed while its Workload was already gone still ends the job.
     let mut done = js.clone();
     done["metadata"]["labels"][objects::JOB_ID_LABEL] =
         json!("00000000-0000-0000-0000-000000000009");
-    done["status"] = json!({"terminalState": "Completed"});
+    done["status"] = json!({"terminalState": "Completed", "conditions": [
+        {"type": "Completed", "status": "True", "lastTransitionTime": "2026-11-29T12:00:00Z"}
+    ]});
     k.observe_job_object(&done, false);
     let e = events.try_recv().unwrap();
+    assert_eq!(e.at.to_rfc3339(), "2026-11-29T12:00:00+00:00");
     assert_eq!(
         (e.job_id.as_str(), e.change),
         (

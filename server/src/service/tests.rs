@@ -1,0 +1,134 @@
+//! Quota saves in the right order: the version checked and the change written in the
+//! database, the cluster changed, the write committed; each failure leaves the cluster and the
+//! database agreeing.
+
+use std::sync::atomic::Ordering;
+
+use crate::cluster::QuotaSpec;
+use crate::testkit::{Fixture, TestDb};
+
+const SEEDED: QuotaSpec = QuotaSpec {
+    nominal: 8,
+    borrowing_limit: Some(8),
+    lending_limit: None,
+    strategy: None,
+};
+
+fn wanted() -> QuotaSpec {
+    QuotaSpec {
+        nominal: 32,
+        borrowing_limit: Some(0),
+        lending_limit: None,
+        strategy: None,
+    }
+}
+
+fn edit() -> crate::service::QuotaEdit {
+    crate::service::QuotaEdit {
+        nominal: 32,
+        borrowing_limit: Some(0),
+        ..Default::default()
+    }
+}
+
+async fn quota_audits(f: &Fixture) -> usize {
+    f.db.audit(&crate::db::AuditFilter {
+        action: Some("quota.set".into()),
+        limit: 100,
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .len()
+}
+
+/// The cluster refuses: nothing is stored, neither the quota nor its audit entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_the_cluster_refuses_is_not_stored() {
+    let db = TestDb::sqlite();
+    let f = Fixture::start(&db).await;
+    let carol = f.viewer("carol").await;
+    f.cluster.refuse_quota.store(true, Ordering::SeqCst);
+    let err = f
+        .portal
+        .set_quota(&carol, "vision", "hgx-h200", edit(), Some(1), None)
+        .await
+        .expect_err("the cluster refused");
+    assert_eq!(err.status(), 500, "{err:?}");
+    assert_eq!(
+        f.db.quota("vision", "hgx-h200").await.unwrap(),
+        Some((SEEDED, 1)),
+        "nothing stored"
+    );
+    assert_eq!(quota_audits(&f).await, 0);
+    assert_eq!(f.cluster.quota_of("vision", "hgx-h200").await, Some(SEEDED));
+
+    // Once the cluster takes it, the same edit (same version) goes through.
+    f.cluster.refuse_quota.store(false, Ordering::SeqCst);
+    f.portal
+        .set_quota(&carol, "vision", "hgx-h200", edit(), Some(1), None)
+        .await
+        .expect("saved");
+    assert_eq!(
+        f.db.quota("vision", "hgx-h200").await.unwrap(),
+        Some((wanted(), 2))
+    );
+    assert_eq!(
+        f.cluster.quota_of("vision", "hgx-h200").await,
+        Some(wanted())
+    );
+    assert_eq!(quota_audits(&f).await, 1);
+    f.stop().await;
+    db.drop_database().await;
+}
+
+/// A stale version is refused by the database before the cluster is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_quota_edit_never_reaches_the_cluster() {
+    let db = TestDb::sqlite();
+    let f = Fixture::start(&db).await;
+    let carol = f.viewer("carol").await;
+    let err = f
+        .portal
+        .set_quota(&carol, "vision", "hgx-h200", edit(), Some(7), None)
+        .await
+        .expect_err("stale");
+    assert_eq!(err.status(), 409, "{err:?}");
+    assert!(f.cluster.quotas_set.lock().unwrap().is_empty());
+    f.stop().await;
+    db.drop_database().await;
+}
+
+/// The database connection is lost after the cluster took the quota (its transaction ended
+/// on the server, so the commit fails): the save is refused and the cluster is put back to
+/// the stored quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_that_cannot_be_stored_is_taken_back_from_the_cluster() {
+    let db = TestDb::postgres().await;
+    let f = Fixture::start(&db).await;
+    let carol = f.viewer("carol").await;
+    *f.cluster.kill_open_transactions.lock().unwrap() = Some(db.url.clone());
+    let err = f
+        .portal
+        .set_quota(&carol, "vision", "hgx-h200", edit(), Some(1), None)
+        .await
+        .expect_err("the commit failed");
+    assert_eq!(err.status(), 500, "{err:?}");
+    assert_eq!(
+        f.db.quota("vision", "hgx-h200").await.unwrap(),
+        Some((SEEDED, 1)),
+        "nothing stored"
+    );
+    assert_eq!(quota_audits(&f).await, 0);
+    assert_eq!(
+        *f.cluster.quotas_set.lock().unwrap(),
+        [
+            ("vision".to_string(), "hgx-h200".to_string(), wanted()),
+            ("vision".to_string(), "hgx-h200".to_string(), SEEDED),
+        ],
+        "applied, then put back"
+    );
+    assert_eq!(f.cluster.quota_of("vision", "hgx-h200").await, Some(SEEDED));
+    f.stop().await;
+    db.drop_database().await;
+}
