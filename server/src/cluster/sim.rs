@@ -357,7 +357,7 @@ impl SimState {
                             nominal: co.quotas[i].nominal,
                             borrowing_limit: co.quotas[i].borrowing_limit,
                             lending_limit: co.quotas[i].lending_limit,
-                            strategy: None,
+                            strategy: Some(co.quotas[i].strategy),
                         },
                         used: co.used[i],
                         borrowed: co.borrowed(i),

@@ -14,6 +14,12 @@ const SEEDED: QuotaSpec = QuotaSpec {
     strategy: None,
 };
 
+/// The seeded quota as the sim reports it: with the pool's default order resolved.
+const SEEDED_IN_CLUSTER: QuotaSpec = QuotaSpec {
+    strategy: Some(crate::cluster::QueueingStrategy::BestEffortFifo),
+    ..SEEDED
+};
+
 fn wanted() -> QuotaSpec {
     QuotaSpec {
         nominal: 32,
@@ -61,7 +67,10 @@ async fn a_quota_the_cluster_refuses_is_not_stored() {
         "nothing stored"
     );
     assert_eq!(quota_audits(&f).await, 0);
-    assert_eq!(f.cluster.quota_of("vision", "hgx-h200").await, Some(SEEDED));
+    assert_eq!(
+        f.cluster.quota_of("vision", "hgx-h200").await,
+        Some(SEEDED_IN_CLUSTER)
+    );
 
     // Once the cluster takes it, the same edit (same version) goes through.
     f.cluster.refuse_quota.store(false, Ordering::SeqCst);
@@ -75,7 +84,10 @@ async fn a_quota_the_cluster_refuses_is_not_stored() {
     );
     assert_eq!(
         f.cluster.quota_of("vision", "hgx-h200").await,
-        Some(wanted())
+        Some(QuotaSpec {
+            strategy: Some(crate::cluster::QueueingStrategy::BestEffortFifo),
+            ..wanted()
+        })
     );
     assert_eq!(quota_audits(&f).await, 1);
     f.stop().await;
@@ -128,7 +140,10 @@ async fn a_quota_that_cannot_be_stored_is_taken_back_from_the_cluster() {
         ],
         "applied, then put back"
     );
-    assert_eq!(f.cluster.quota_of("vision", "hgx-h200").await, Some(SEEDED));
+    assert_eq!(
+        f.cluster.quota_of("vision", "hgx-h200").await,
+        Some(SEEDED_IN_CLUSTER)
+    );
     f.stop().await;
     db.drop_database().await;
 }

@@ -7,7 +7,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::cluster::{PoolSpec, QueueingStrategy, QuotaSpec, WorkloadSpec};
+use crate::cluster::{PoolSpec, QuotaSpec, WorkloadSpec};
 use crate::config::KubeSettings;
 use app::model::{Priority, GPUS_PER_NODE};
 
@@ -94,10 +94,8 @@ pub fn cluster_queue(s: &KubeSettings, team: &str, pool: &PoolSpec, q: QuotaSpec
         "spec": {
             "cohortName": pool.name,
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace(s, team)}},
-            "queueingStrategy": match pool.strategy {
-                QueueingStrategy::BestEffortFifo => "BestEffortFIFO",
-                QueueingStrategy::StrictFifo => "StrictFIFO",
-            },
+            // The team's own order in the pool; by default the pool's.
+            "queueingStrategy": q.strategy.unwrap_or(pool.strategy).as_str(),
             "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
             "resourceGroups": [{
                 "coveredResources": covered,

@@ -1057,3 +1057,37 @@ fn a_job_object_deleted_in_the_cluster_cancels_its_job() {
         )
     );
 }
+
+#[test]
+fn a_cluster_queue_carries_its_teams_queueing_strategy_and_lending_limit() {
+    let cq = validator("kueue.x-k8s.io_clusterqueues.yaml", "v1beta2");
+    let strict = QuotaSpec {
+        nominal: 32,
+        borrowing_limit: Some(16),
+        lending_limit: Some(8),
+        strategy: Some(crate::cluster::QueueingStrategy::StrictFifo),
+    };
+    let q = objects::cluster_queue(&settings(), "nlp", &pool("hgx-h100", "H100"), strict);
+    assert!(errors(&cq, &q).is_empty(), "{:?}", errors(&cq, &q));
+    assert_eq!(q["spec"]["queueingStrategy"], "StrictFIFO");
+    let gpu = &q["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0];
+    assert_eq!(
+        (
+            gpu["nominalQuota"].clone(),
+            gpu["borrowingLimit"].clone(),
+            gpu["lendingLimit"].clone()
+        ),
+        (json!(32), json!(16), json!(8))
+    );
+    // No strategy of its own: the pool's.
+    let q = objects::cluster_queue(
+        &settings(),
+        "nlp",
+        &pool("hgx-h100", "H100"),
+        QuotaSpec {
+            strategy: None,
+            ..strict
+        },
+    );
+    assert_eq!(q["spec"]["queueingStrategy"], "BestEffortFIFO");
+}
