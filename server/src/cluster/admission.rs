@@ -14,20 +14,28 @@
 //!   to its `borrowingLimit`; a `lendingLimit` keeps part of its nominal quota from being lent
 //!   (<https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#borrowinglimit>,
 //!   <https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#lendinglimit>).
-//! - Preemption as `reclaimWithinCohort: Any` and `withinClusterQueue: LowerPriority`
-//!   (<https://kueue.sigs.k8s.io/docs/concepts/preemption/>): a workload that fits within its
-//!   queue's nominal quota may evict workloads of other queues that are borrowing, whatever
-//!   their priority; any workload may evict lower-priority workloads of its own queue.
-//!   Candidates are taken as Kueue orders them: other queues' borrowing workloads first, then
-//!   lower priority first, then the most recently admitted first; eviction stops as soon as
-//!   the preemptor fits, and a queue's workloads stop being candidates for reclaim once it is
-//!   back within its nominal quota. (Kueue also tries to put back victims that turn out not
-//!   to be needed; with whole-node gangs the greedy set is already minimal in the cases here.)
+//! - The scheduler (kubernetes-sigs/kueue `pkg/scheduler/scheduler.go`, `schedule`): each
+//!   cycle takes the head of every ClusterQueue, nominates each against the state at the start
+//!   of the cycle (fits, fits after preempting, or not at all: `flavorassigner`
+//!   `fitsResourceQuota`), orders the entries within-nominal before borrowing, then priority,
+//!   then creation time (`makeClassicalIterator`), and checks each again against what the
+//!   cycle has done so far (`fits`); an entry that needs preemption evicts its victims and is
+//!   admitted in a later cycle. [`Cohort::settle`] runs cycles until one changes nothing.
+//! - Preemption as `reclaimWithinCohort: Any` and `withinClusterQueue: LowerPriority`, without
+//!   `borrowWithinCohort` (`pkg/scheduler/preemption/preemption.go` `classicalPreemptions`,
+//!   `classical/candidate_generator.go`): only a request within the ClusterQueue's nominal
+//!   quota may preempt; candidates are the queue's lower-priority workloads and the workloads
+//!   of queues over their nominal quota; victims are removed in Kueue's order until the
+//!   preemptor fits, then put back where not needed (`fillBackWorkloads`).
 //! - Order: higher WorkloadPriorityClass value first, then earlier creation time
 //!   (<https://kueue.sigs.k8s.io/docs/concepts/workload_priority_class/>).
-//! - `BestEffortFIFO` (Kueue's default): a workload that cannot be admitted does not block
-//!   later ones that fit. `StrictFIFO`: the head blocks everything behind it
+//! - `queueingStrategy` is a ClusterQueue's (a team × pool): `BestEffortFIFO` (Kueue's
+//!   default) sets an inadmissible head aside for the next until something is released;
+//!   under `StrictFIFO` the head blocks the rest of its own queue, never another team's
 //!   (<https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#queueing-strategy>).
+//!
+//! `admission/conformance_cases.rs` holds cases ported from Kueue's own tests, with Kueue's
+//! expected results; `admission/conformance.rs` runs them through these rules.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};

@@ -683,3 +683,23 @@ fn a_cycle_never_admits_and_evicts_the_same_workload() {
         "nlp holds its nominal; vision waits"
     );
 }
+
+/// The pending reason states the real numbers: quota another team is already borrowing is not
+/// "unused", and a team at its nominal quota cannot reclaim (Kueue: only a request within the
+/// nominal quota may preempt).
+#[test]
+fn the_reason_counts_what_is_really_unused() {
+    let (o, _) = Scenario::pool(4)
+        .borrowing("a", 8, None)
+        .borrowing("b", 8, None)
+        .borrowing("c", 16, None)
+        .running("c1", "c", 24)
+        .running("a1", "a", 8)
+        .queued("a2", "a", 8)
+        .cycle();
+    assert!(o.admitted.is_empty() && o.preempted.is_empty());
+    assert_eq!(
+        o.pending[0].1.sentence(),
+        "Team a has 8 of its 8 GPUs in use in hgx-h100; this job needs 8, so the team would borrow 8, but none of other teams' quota is unused"
+    );
+}
