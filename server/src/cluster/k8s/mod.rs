@@ -429,26 +429,36 @@ impl KubeCluster {
         }
         let kind = obj["kind"].as_str().unwrap_or("JobSet");
         let change = if deleted {
-            Some(Change::Cancelled {
-                reason: format!("Its {kind} was deleted in the cluster"),
-            })
+            Some((
+                Change::Cancelled {
+                    reason: format!("Its {kind} was deleted in the cluster"),
+                },
+                None,
+            ))
         } else if workload_seen {
             None // the Workload speaks for it
         } else {
-            status::job_object_outcome(obj).map(|ok| {
-                if ok {
+            status::job_object_outcome(obj).map(|o| {
+                let said = if o.message.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", o.message)
+                };
+                let change = if o.succeeded {
                     Change::Succeeded {
-                        reason: format!("The {kind} completed"),
+                        reason: format!("The {kind} completed{said}"),
                     }
                 } else {
                     Change::Failed {
-                        reason: format!("The {kind} failed"),
+                        reason: format!("The {kind} failed{said}"),
                     }
-                }
+                };
+                (change, o.at)
             })
         };
-        if let Some(c) = change {
-            self.emit(&pool, &job_id, Utc::now(), vec![c]);
+        if let Some((c, at)) = change {
+            // The time the cluster gives, else when Gantry saw it.
+            self.emit(&pool, &job_id, at.unwrap_or_else(Utc::now), vec![c]);
         }
     }
 
