@@ -160,6 +160,26 @@ fn common(lr: f64, batch: i64, dataset: &str, seq: i64) -> Vec<ParamSpec> {
             "",
             true,
         ),
+        // Read by the sim cluster only (see `cluster::sim::failure`); never passed to the
+        // container on Kubernetes.
+        p(
+            crate::cluster::sim::failure::FAIL_AFTER_PARAM,
+            "Sim: fail after (s)",
+            Int,
+            json!(0),
+            (Some(0.0), Some(1_209_600.0)),
+            "Sim cluster only: the job fails after this many seconds of running time; 0: never",
+            true,
+        ),
+        p(
+            crate::cluster::sim::failure::FAIL_REASON_PARAM,
+            "Sim: how it fails",
+            String,
+            json!("exit code 1"),
+            (None, None),
+            "Sim cluster only: exit code N, or OOMKilled",
+            true,
+        ),
     ]
 }
 

@@ -144,8 +144,16 @@ async fn restore_sim(sim: &SimCluster, db: &Db) -> anyhow::Result<()> {
     let mut admitted = Vec::new();
     let mut queued = Vec::new();
     for row in db.active_jobs().await? {
-        // The sim runs no containers.
-        let spec = crate::service::stored_workload(&row, Default::default());
+        // The sim runs no containers; it reads only the parameters (`sim_fail_after_s`).
+        let run = crate::cluster::RunSpec {
+            params: row
+                .params
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            ..Default::default()
+        };
+        let spec = crate::service::stored_workload(&row, run);
         match (row.state, row.admitted_at) {
             (JobState::Admitted | JobState::Running, Some(at)) => admitted.push(RestoredWorkload {
                 spec,

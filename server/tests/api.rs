@@ -246,6 +246,7 @@ on_both!(
     job_utilization_gives_per_gpu_series,
     templates_are_created_versioned_and_deprecated_by_admins,
     no_launch_is_lost_to_the_resender,
+    a_job_set_to_fail_fails_frees_its_gpus_and_counts_until_then,
 );
 
 const NEOX: &str = "\
@@ -2857,5 +2858,133 @@ async fn job_utilization_gives_per_gpu_series(t: Target) {
         .await;
     assert_eq!(u["available"], false);
     assert_eq!(u["message"], "the job has not run yet");
+    finish(app, db).await;
+}
+
+/// The sim fails a job launched with `sim_fail_after_s` after that much running time, also
+/// across a restart (the time follows from the stored job): the job is `failed` with the
+/// cluster's sentence and its end time, its GPUs go to the job that waited, the state filter
+/// and the pages show it, and its GPU-hours stop at the failure.
+async fn a_job_set_to_fail_fails_frees_its_gpus_and_counts_until_then(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let bob = app.client("bob").await;
+    let carol = app.client("carol").await;
+    // nlp may hold 24 GPUs of hgx-h200: the first 16 start, the second 16 wait.
+    let failing = alice
+        .launch(json!({
+            "template": "llama-3.1-8b-fsdp", "gpus": 16, "pool": "hgx-h200",
+            "max_runtime_s": 7200, "params": { "sim_fail_after_s": 600 }
+        }))
+        .await;
+    assert_eq!(failing["state"], "admitted", "{failing}");
+    assert_eq!(failing["params"]["sim_fail_reason"], "exit code 1");
+    let waiting = bob
+        .launch(json!({
+            "template": "llama-3.1-8b-fsdp", "gpus": 16, "pool": "hgx-h200",
+            "max_runtime_s": 7200
+        }))
+        .await;
+    assert_eq!(waiting["state"], "queued", "{waiting}");
+    let (id, waiting_id) = (
+        failing["id"].as_str().unwrap().to_string(),
+        waiting["id"].as_str().unwrap().to_string(),
+    );
+    carol.advance(60).await;
+    let (_, j) = alice.get(&format!("/api/v1/jobs/{id}")).await;
+    assert_eq!(j["state"], "running", "{j}");
+    let nodes: Vec<String> = serde_json::from_value(j["node_names"].clone()).unwrap();
+    assert_eq!(nodes.len(), 2, "{j}");
+
+    // A restart between: the sim is rebuilt from the database and fails it all the same.
+    app.running.stop().await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let bob = app.client("bob").await;
+    let carol = app.client("carol").await;
+    carol.advance(600).await;
+
+    let (_, j) = alice.get(&format!("/api/v1/jobs/{id}")).await;
+    assert_eq!(j["state"], "failed", "{j}");
+    let at = |v: &Value| chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap()).unwrap();
+    // 30 s of start-up, then 600 s of running.
+    assert_eq!(
+        (at(&j["finished_at"]) - at(&j["admitted_at"])).num_seconds(),
+        630
+    );
+    let last = j["events"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["kind"], "failed");
+    assert_eq!(last["at"], j["finished_at"]);
+    assert_eq!(
+        last["reason"],
+        format!(
+            "Failed: a worker exited with code 1 (rank 15 on {}) after 10 min",
+            nodes[1]
+        )
+    );
+    assert_eq!(j["can_cancel"], false);
+
+    // Its GPUs went to the job that waited, at the moment of the failure.
+    let (_, w) = bob.get(&format!("/api/v1/jobs/{waiting_id}")).await;
+    assert_eq!(w["state"], "running", "{w}");
+    assert_eq!(w["admitted_at"], j["finished_at"]);
+    let (_, pools) = alice.get("/api/v1/pools").await;
+    let h200 = pools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "hgx-h200")
+        .unwrap();
+    assert_eq!(h200["gpus_allocated"], 16, "{h200}");
+
+    // The state filter lists it, and only it.
+    let (s, failed) = alice.get("/api/v1/jobs?state=failed").await;
+    assert_eq!(s, StatusCode::OK, "{failed}");
+    let ids: Vec<&str> = failed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [id.as_str()]);
+
+    // The pages: the job leads with the failure; the Jobs list filtered to failed shows it.
+    let page = alice.html(&format!("/jobs/{id}")).await;
+    assert!(page.contains("data-testid=\"failure\""), "{page}");
+    assert!(page.contains("Failed after 10 min"), "{page}");
+    assert!(
+        page.contains(&format!(
+            "A worker exited with code 1 (rank 15 on {}) after 10 min",
+            nodes[1]
+        )),
+        "{page}"
+    );
+    let list = alice.html("/jobs?scope=team&state=failed").await;
+    assert!(list.contains(&format!("job-row-{id}")), "{list}");
+    assert!(!list.contains(&format!("job-row-{waiting_id}")), "{list}");
+
+    // GPU-hours: 16 GPUs from admission to the failure, 630 s.
+    let (s, report) = bob.get("/api/v1/usage?group_by=user&bucket=day").await;
+    assert_eq!(s, StatusCode::OK, "{report}");
+    let alices: f64 = report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["user"] == "alice")
+        .map(|r| r["gpu_hours_allocated"].as_f64().unwrap())
+        .sum();
+    assert!((alices - 16.0 * 630.0 / 3600.0).abs() < 1e-9, "{report}");
+    // Time after the failure adds nothing to it.
+    carol.advance(3600).await;
+    let (_, report) = bob.get("/api/v1/usage?group_by=user&bucket=day").await;
+    let later: f64 = report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["user"] == "alice")
+        .map(|r| r["gpu_hours_allocated"].as_f64().unwrap())
+        .sum();
+    assert_eq!(later, alices, "{report}");
     finish(app, db).await;
 }

@@ -207,6 +207,7 @@ fn headline(job: &Job, now: DateTime<Utc>) -> AnyView {
             </p>
         }
         .into_any(),
+        JobState::Failed => failure(job),
         _ => {
             let last = job
                 .events
@@ -217,6 +218,50 @@ fn headline(job: &Job, now: DateTime<Utc>) -> AnyView {
                 .into_any()
         }
     }
+}
+
+/// A failed job leads with how long it ran and why it failed, in the cluster's words.
+fn failure(job: &Job) -> AnyView {
+    let failed = job.events.iter().rev().find(|e| e.kind == "failed");
+    let at = failed.map(|e| e.at).or(job.finished_at);
+    // Running time of the last run: from its pods starting (else its admission) to the end.
+    let started = job
+        .events
+        .iter()
+        .rev()
+        .find(|e| e.kind == "running" || e.kind == "admitted")
+        .map(|e| e.at);
+    let title = match (started, at) {
+        (Some(s), Some(e)) => format!("Failed after {}", format::duration((e - s).num_seconds())),
+        _ => "Failed".to_string(),
+    };
+    let reason = failed
+        .map(|e| e.reason.trim())
+        .map(|r| r.strip_prefix("Failed:").map(str::trim).unwrap_or(r))
+        .filter(|r| !r.is_empty())
+        .map(capitalise)
+        .unwrap_or_else(|| "The cluster gave no reason.".to_string());
+    let when = at.map(|t| {
+        view! {
+            <p class="muted">
+                {"Ended "}
+                <time datetime=t.to_rfc3339()>{format::absolute(t)}</time>
+                {format!("; its {} were released.", format::gpus_nodes(job.gpus))}
+            </p>
+        }
+    });
+    view! {
+        <div class="failure" role="alert" data-testid="failure">
+            <p class="failure-title">
+                <span class="badge state-failed">"✕ failed"</span>
+                " "
+                <strong data-testid="failure-title">{title}</strong>
+            </p>
+            <p class="reason" data-testid="failure-reason">{reason}</p>
+            {when}
+        </div>
+    }
+    .into_any()
 }
 
 /// Who is ahead in the pool's queue: team, GPUs, priority and wait for all; name and owner

@@ -1,6 +1,7 @@
 //! The in-process `sim` cluster: simulated HGX pools (one Kueue cohort each) that admit,
 //! borrow and preempt with the rules in [`super::admission`], start workloads after a short
-//! start-up, and finish them as `succeeded` when their max runtime has elapsed on the clock.
+//! start-up, and finish them as `succeeded` when their max runtime has elapsed on the clock,
+//! or as `failed` when a template parameter asks for it ([`failure`]).
 //!
 //! The sim keeps no storage of its own: on start it is rebuilt from the database
 //! ([`SimCluster::restore`]), which stands in for the etcd of a real cluster.
@@ -169,7 +170,8 @@ impl SimState {
                 for a in co.admitted.values() {
                     let end = self.ends_at(a.id, a.admitted_at);
                     let t = if self.running.contains(&a.id) {
-                        end
+                        failure::fails_at(&self.specs[&a.id], a.admitted_at, startup)
+                            .map_or(end, |f| f.min(end))
                     } else {
                         (a.admitted_at + startup).min(end)
                     };
@@ -188,7 +190,14 @@ impl SimState {
                         started.push(a.id);
                     }
                     if end <= t {
-                        finished.push((co.pool().to_string(), a.id, end));
+                        finished.push((co.pool().to_string(), a.id, end, None));
+                    } else if let Some(f) =
+                        failure::fails_at(&self.specs[&a.id], a.admitted_at, startup)
+                            .filter(|f| *f <= t && self.running.contains(&a.id))
+                    {
+                        let nodes = co.capacity.node_names(&a.placement);
+                        let reason = failure::sentence(&self.specs[&a.id], &nodes);
+                        finished.push((co.pool().to_string(), a.id, f, Some(reason)));
                     }
                 }
             }
@@ -197,11 +206,15 @@ impl SimState {
                 let spec = &self.specs[&wid];
                 out.push((spec.job_id.clone(), spec.pool.clone(), t, Change::Running));
             }
-            for (pool, wid, end) in finished {
+            for (pool, wid, end, failed) in finished {
                 self.cohorts.get_mut(&pool).expect("pool").release(wid);
                 self.running.remove(&wid);
                 let spec = self.specs.remove(&wid).expect("finished workload is known");
                 self.wids.remove(&spec.job_id);
+                if let Some(reason) = failed {
+                    out.push((spec.job_id, pool, end, Change::Failed { reason }));
+                    continue;
+                }
                 let reason = format!(
                     "Completed after {} (the sim ends jobs at their max runtime)",
                     app::format::duration(spec.max_runtime_s as i64)
@@ -634,5 +647,6 @@ impl Cluster for SimCluster {
     }
 }
 
+pub mod failure;
 #[cfg(test)]
 mod tests;

@@ -455,30 +455,39 @@ impl KubeCluster {
         }
         let kind = obj["kind"].as_str().unwrap_or("JobSet");
         let change = if deleted {
-            Some(Change::Cancelled {
-                reason: format!("Its {kind} was deleted in the cluster"),
-            })
+            Some((
+                Change::Cancelled {
+                    reason: format!("Its {kind} was deleted in the cluster"),
+                },
+                None,
+            ))
         } else if workload_seen {
             None // the Workload speaks for it
         } else {
-            status::job_object_outcome(obj).map(|ok| {
-                if ok {
+            status::job_object_outcome(obj).map(|o| {
+                let said = if o.message.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", o.message)
+                };
+                let change = if o.succeeded {
                     Change::Succeeded {
-                        reason: format!("The {kind} completed"),
+                        reason: format!("The {kind} completed{said}"),
                     }
                 } else {
                     Change::Failed {
-                        reason: format!("The {kind} failed"),
+                        reason: format!("The {kind} failed{said}"),
                     }
-                }
+                };
+                (change, o.at)
             })
         };
-        let Some(c) = change else { return };
+        let Some((c, outcome_at)) = change else { return };
         // The object's own times: its deletion, or the condition that gave the verdict.
         let at = if deleted {
             status::deleted_at(obj)
         } else {
-            status::job_object_finished_at(obj).or_else(|| status::deleted_at(obj))
+            outcome_at.or_else(|| status::deleted_at(obj))
         };
         match at {
             Some(at) => self.emit(&pool, &job_id, at, vec![c]),

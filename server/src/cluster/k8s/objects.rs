@@ -191,11 +191,16 @@ fn resources(s: &KubeSettings, gpus: u32) -> Value {
     json!({"requests": Value::Object(r.clone()), "limits": Value::Object(r)})
 }
 
-/// The template's parameters as `--name=value` arguments, in the order they were given.
+/// Parameters read by the sim cluster only, such as `sim_fail_after_s`.
+pub const SIM_ONLY_PARAM_PREFIX: &str = "sim_";
+
+/// The template's parameters as `--name=value` arguments, in the order they were given;
+/// `sim_*` parameters are for the sim cluster only and stay out.
 fn param_args(w: &WorkloadSpec) -> Vec<String> {
     w.run
         .params
         .iter()
+        .filter(|(k, _)| !k.starts_with(SIM_ONLY_PARAM_PREFIX))
         .map(|(k, v)| match v {
             Value::String(s) => format!("--{k}={s}"),
             other => format!("--{k}={other}"),

@@ -190,29 +190,46 @@ fn nodes(w: &Value) -> Vec<String> {
     out
 }
 
-/// When a JobSet or TrainJob reached its verdict: the `lastTransitionTime` of its true
-/// `Completed`/`Complete` or `Failed` condition.
-pub fn job_object_finished_at(obj: &Value) -> Option<DateTime<Utc>> {
-    ["Completed", "Complete", "Failed"]
-        .iter()
-        .find_map(|k| true_since(obj, k))
+/// How a JobSet or TrainJob ended, by its own status.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub succeeded: bool,
+    /// The message of its `Completed`/`Complete` or `Failed` condition; may be empty.
+    pub message: String,
+    /// That condition's `lastTransitionTime`.
+    pub at: Option<DateTime<Utc>>,
 }
 
-/// A JobSet's or TrainJob's own verdict, when it has one: `Some(true)` completed,
-/// `Some(false)` failed (JobSet `status.terminalState`; TrainJob `Complete`/`Failed` conditions).
-pub fn job_object_outcome(obj: &Value) -> Option<bool> {
-    match obj["status"]["terminalState"].as_str() {
-        Some("Completed") => return Some(true),
-        Some("Failed") => return Some(false),
-        _ => {}
+/// A JobSet's or TrainJob's own verdict, when it has one. A JobSet says it in
+/// `status.terminalState` (`Completed` or `Failed`) and in its `Completed`/`Failed`
+/// conditions; a TrainJob in its `Complete`/`Failed` conditions. A failure wins over a
+/// completion if both are set.
+pub fn job_object_outcome(obj: &Value) -> Option<Outcome> {
+    let terminal = obj["status"]["terminalState"].as_str();
+    let failed = terminal == Some("Failed") || is_true(obj, "Failed");
+    let succeeded =
+        terminal == Some("Completed") || is_true(obj, "Completed") || is_true(obj, "Complete");
+    if !failed && !succeeded {
+        return None;
     }
-    if is_true(obj, "Complete") {
-        return Some(true);
-    }
-    if is_true(obj, "Failed") {
-        return Some(false);
-    }
-    None
+    let kinds: &[&str] = if failed {
+        &["Failed"]
+    } else {
+        &["Completed", "Complete"]
+    };
+    let c = kinds
+        .iter()
+        .filter_map(|k| condition(obj, k))
+        .find(|c| c["status"] == "True");
+    Some(Outcome {
+        succeeded: !failed,
+        message: c
+            .and_then(|c| c["message"].as_str())
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_string(),
+        at: c.and_then(|c| time(&c["lastTransitionTime"])),
+    })
 }
 
 /// Reads a Workload owned by a Gantry job; `None` for workloads of other jobs.

@@ -1091,3 +1091,151 @@ fn a_cluster_queue_carries_its_teams_queueing_strategy_and_lending_limit() {
     );
     assert_eq!(q["spec"]["queueingStrategy"], "BestEffortFIFO");
 }
+
+/// A kube back end on a mock API server that answers nothing, and its event stream.
+fn watching() -> (
+    tokio::runtime::Runtime,
+    KubeCluster,
+    mpsc::UnboundedReceiver<ClusterEvent>,
+) {
+    let (svc, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let k = {
+        let _guard = rt.enter();
+        KubeCluster::new(kube::Client::new(svc, "default"), settings(), vec![])
+    };
+    let events = k.subscribe();
+    (rt, k, events)
+}
+
+/// A JobSet that failed (JobSet v0.12: `status.terminalState: Failed` and a `Failed`
+/// condition with its message) fails its job with that message, at the condition's time;
+/// the status is checked against the JobSet CRD.
+#[test]
+fn a_failed_jobset_fails_its_job_with_the_condition_message() {
+    let (rt, k, mut events) = watching();
+    let _guard = rt.enter();
+    let t = crate::seed::templates()
+        .into_iter()
+        .find(|t| t.name == "llama-3.1-8b-fsdp")
+        .unwrap();
+    let mut js = objects::job_object(&settings(), &workload(&t, 16, "nlp"));
+    js["status"] = json!({
+        "terminalState": "Failed",
+        "restarts": 0,
+        "conditions": [{
+            "type": "Failed",
+            "status": "True",
+            "reason": "FailedJobs",
+            "message": "jobset failed due to one or more job failures",
+            "lastTransitionTime": "2026-11-29T10:15:00Z"
+        }]
+    });
+    let v = validator("jobset.x-k8s.io_jobsets.yaml", "v1alpha2");
+    assert_eq!(errors(&v, &js), Vec::<String>::new());
+    assert_eq!(
+        status::job_object_outcome(&js),
+        Some(status::Outcome {
+            succeeded: false,
+            message: "jobset failed due to one or more job failures".into(),
+            at: Some("2026-11-29T10:15:00Z".parse().unwrap()),
+        })
+    );
+    k.observe_job_object(&js, false);
+    let e = events.try_recv().unwrap();
+    assert_eq!(e.job_id, JOB_ID);
+    assert_eq!(
+        e.at,
+        "2026-11-29T10:15:00Z".parse::<DateTime<Utc>>().unwrap()
+    );
+    assert_eq!(
+        e.change,
+        Change::Failed {
+            reason: "The JobSet failed: jobset failed due to one or more job failures".into()
+        }
+    );
+    // The terminal state alone (no condition yet) is a failure too.
+    let mut bare = js.clone();
+    bare["status"] = json!({"terminalState": "Failed"});
+    assert!(status::job_object_outcome(&bare).is_some_and(|o| !o.succeeded && o.message.is_empty()));
+}
+
+/// A TrainJob (Kubeflow Trainer v2.3) with a true `Failed` condition fails its job with the
+/// condition's message; the status is checked against the TrainJob CRD.
+#[test]
+fn a_failed_trainjob_fails_its_job_with_the_condition_message() {
+    let (rt, k, mut events) = watching();
+    let _guard = rt.enter();
+    let t = crate::seed::templates()
+        .into_iter()
+        .find(|t| t.name == "mistral-7b-sft")
+        .unwrap();
+    let mut tj = objects::job_object(&settings(), &workload(&t, 8, "nlp"));
+    assert_eq!(tj["kind"], "TrainJob");
+    tj["status"] = json!({
+        "conditions": [
+            {
+                "type": "Suspended",
+                "status": "False",
+                "reason": "Resumed",
+                "message": "TrainJob is resumed",
+                "lastTransitionTime": "2026-11-29T10:01:00Z"
+            },
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "FailedJobs",
+                "message": "jobset failed due to reaching max number of restarts",
+                "lastTransitionTime": "2026-11-29T10:20:00Z"
+            }
+        ]
+    });
+    let v = validator("trainer.kubeflow.org_trainjobs.yaml", "v1alpha1");
+    assert_eq!(errors(&v, &tj), Vec::<String>::new());
+    k.observe_job_object(&tj, false);
+    let e = events.try_recv().unwrap();
+    assert_eq!(
+        e.at,
+        "2026-11-29T10:20:00Z".parse::<DateTime<Utc>>().unwrap()
+    );
+    assert_eq!(
+        e.change,
+        Change::Failed {
+            reason: "The TrainJob failed: jobset failed due to reaching max number of restarts"
+                .into()
+        }
+    );
+    // A completed TrainJob succeeds, with its message.
+    let mut done = tj.clone();
+    done["metadata"]["labels"][objects::JOB_ID_LABEL] =
+        json!("00000000-0000-0000-0000-000000000010");
+    done["status"] = json!({"conditions": [{
+        "type": "Complete",
+        "status": "True",
+        "reason": "JobsCompleted",
+        "message": "TrainJob is completed",
+        "lastTransitionTime": "2026-11-29T11:00:00Z"
+    }]});
+    k.observe_job_object(&done, false);
+    assert_eq!(
+        events.try_recv().unwrap().change,
+        Change::Succeeded {
+            reason: "The TrainJob completed: TrainJob is completed".into()
+        }
+    );
+}
+
+/// The sim-only parameters (`sim_fail_after_s`, `sim_fail_reason`) never reach a container.
+#[test]
+fn sim_only_parameters_are_not_passed_to_the_container() {
+    for t in crate::seed::templates() {
+        assert!(t.params.iter().any(|p| p.name == "sim_fail_after_s"));
+        let o = objects::job_object(&settings(), &workload(&t, 8, "nlp"));
+        let text = o.to_string();
+        assert!(!text.contains("sim_fail"), "{}: {text}", t.name);
+        assert!(text.contains("--seed=42"), "{}: {text}", t.name);
+    }
+}

@@ -324,3 +324,87 @@ mod properties {
         }
     }
 }
+
+fn failing(id: &str, gpus: u32, runtime_s: u64, after_s: u64, minute: i64) -> WorkloadSpec {
+    let mut w = job(id, "nlp", gpus, runtime_s, minute);
+    w.run.params = vec![(
+        failure::FAIL_AFTER_PARAM.to_string(),
+        serde_json::json!(after_s),
+    )];
+    w
+}
+
+#[tokio::test]
+async fn a_job_set_to_fail_fails_after_its_running_time_and_frees_its_gpus() {
+    let s = sim(2).await;
+    let mut rx = s.subscribe();
+    s.submit(failing("a", 16, 3600, 600, 0)).await.unwrap();
+    s.submit(job("b", "nlp", 16, 3600, 1)).await.unwrap();
+    drain(&mut rx);
+    s.advance(Duration::seconds(629));
+    assert_eq!(
+        changes(&drain(&mut rx)),
+        vec![("a".to_string(), Change::Running)]
+    );
+    // Much later than the failure: it happens at its own time, and b is admitted then.
+    s.advance(Duration::seconds(100));
+    let ev = drain(&mut rx);
+    assert_eq!(ev[0].job_id, "a");
+    assert_eq!(
+        ev[0].at,
+        t0() + Duration::seconds(630),
+        "30 s start-up + 600 s"
+    );
+    assert_eq!(
+        ev[0].change,
+        Change::Failed {
+            reason:
+                "Failed: a worker exited with code 1 (rank 15 on hgx-h100-node-01) after 10 min"
+                    .into()
+        }
+    );
+    assert_eq!(ev[1].job_id, "b");
+    assert!(matches!(ev[1].change, Change::Admitted { .. }));
+    assert_eq!(ev[1].at, ev[0].at);
+    assert!(s.workloads().await.unwrap().iter().all(|(id, _)| id != "a"));
+    assert_eq!(s.pools().await.unwrap()[0].gpus_allocated, 16);
+}
+
+#[tokio::test]
+async fn a_job_that_reaches_its_max_runtime_before_its_fail_time_succeeds() {
+    let s = sim(2).await;
+    let mut rx = s.subscribe();
+    s.submit(failing("a", 8, 600, 600, 0)).await.unwrap();
+    s.advance(Duration::hours(1));
+    let ev = changes(&drain(&mut rx));
+    assert!(
+        matches!(ev.last(), Some((id, Change::Succeeded { .. })) if id == "a"),
+        "{ev:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_restored_job_fails_at_the_time_its_stored_admission_gives() {
+    let s = sim(2).await;
+    let mut rx = s.subscribe();
+    s.restore(
+        vec![RestoredWorkload {
+            spec: failing("a", 8, 3600, 120, 0),
+            admitted_at: t0() - Duration::seconds(100),
+            nodes: vec!["hgx-h100-node-01".to_string()],
+            running: true,
+        }],
+        vec![],
+    );
+    s.advance(Duration::seconds(60));
+    let ev = drain(&mut rx);
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(ev[0].at, t0() + Duration::seconds(50));
+    assert_eq!(
+        ev[0].change,
+        Change::Failed {
+            reason: "Failed: a worker exited with code 1 (rank 7 on hgx-h100-node-01) after 2 min"
+                .into()
+        }
+    );
+}
