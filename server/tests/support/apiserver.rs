@@ -1,21 +1,27 @@
 //! A test-only Kubernetes API server double, in process over real HTTP: the subset Gantry
 //! uses (server-side apply, get, list, watch from a resourceVersion, delete, Kueue's
-//! LocalQueue visibility endpoint) and a scripted admission controller that writes Workload
-//! conditions as Kueue would. It admits with the same rules as the sim
-//! (`gantry::cluster::sim::SimState`), so scenarios can be compared between back ends.
+//! LocalQueue visibility endpoint).
+//!
+//! It decides nothing. Kueue's part is scripted by the test: [`ApiServer::admit`],
+//! [`ApiServer::preempt`], [`ApiServer::pend`], [`ApiServer::finish`] write a Workload's
+//! conditions as Kueue would (`QuotaReserved`, `Admitted`, `PodsReady`, `Evicted`,
+//! `Preempted`, `Finished`, each with its `lastTransitionTime`), so a test states what Kueue
+//! did and checks that Gantry shows exactly that. The only thing it computes is what Kueue's
+//! API computes without deciding: the visibility endpoint lists a LocalQueue's pending
+//! Workloads in the order of a BestEffortFIFO ClusterQueue (priority, higher first, from the
+//! Workload's `WorkloadPriorityClass`; then creation time).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use chrono::Utc;
-use gantry::cluster::sim::SimState;
-use gantry::cluster::{Change, PoolSpec, QuotaSpec, RunSpec, WorkloadSpec};
+use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
@@ -26,7 +32,6 @@ struct Store {
     objects: BTreeMap<String, Value>,
     /// Every change, for watches that start from an older resourceVersion.
     log: Vec<(u64, String, &'static str, Value)>,
-    sim: Option<SimState>,
     /// Every request, as "METHOD path", for assertions.
     requests: Vec<String>,
 }
@@ -47,21 +52,64 @@ fn condition(kind: &str, ok: bool, reason: &str, message: &str) -> Value {
            "message": message, "lastTransitionTime": Utc::now().to_rfc3339()})
 }
 
+/// The Workload conditions Kueue writes when it preempts a workload, with the `Preempted`
+/// reason it gives (`InClusterQueue`, `InCohortReclamation`, ...).
+fn preempted_conditions(kueue_reason: &str) -> Vec<Value> {
+    vec![
+        condition(
+            "Admitted",
+            false,
+            "NoReservation",
+            "The workload has no reservation",
+        ),
+        condition("PodsReady", false, "Evicted", ""),
+        condition(
+            "Evicted",
+            true,
+            "Preempted",
+            "Preempted to accommodate a workload",
+        ),
+        condition(
+            "Preempted",
+            true,
+            kueue_reason,
+            "Preempted to accommodate a workload",
+        ),
+        condition(
+            "QuotaReserved",
+            false,
+            "Pending",
+            "Preempted; waiting for quota",
+        ),
+    ]
+}
+
 impl ApiServer {
-    /// Starts on a free loopback port.
-    pub async fn start(pools: &[PoolSpec]) -> Arc<ApiServer> {
+    /// Starts on a free loopback port, with Gantry's `WorkloadPriorityClass`es installed (as
+    /// `gantry kube render` writes them for the cluster's admin).
+    pub async fn start() -> Arc<ApiServer> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (events, _) = broadcast::channel(4096);
         let me = Arc::new(ApiServer {
-            store: Mutex::new(Store {
-                sim: Some(SimState::new(pools, 8)),
-                ..Default::default()
-            }),
+            store: Mutex::new(Store::default()),
             events,
             addr,
             task: Mutex::new(None),
         });
+        {
+            let mut s = me.store.lock().unwrap();
+            for p in app::model::Priority::ALL {
+                let wpc = gantry::cluster::k8s::objects::priority_class(p);
+                let name = wpc["metadata"]["name"].as_str().unwrap().to_string();
+                me.put(
+                    &mut s,
+                    &key("workloadpriorityclasses", "", &name),
+                    wpc,
+                    "ADDED",
+                );
+            }
+        }
         me.serve(listener);
         me
     }
@@ -139,8 +187,98 @@ impl ApiServer {
         finished["lastTransitionTime"] = json!(at.to_rfc3339());
         set_conditions(&mut w, &[finished]);
         self.put(&mut s, &k, w, "MODIFIED");
-        s.sim.as_mut().unwrap().remove(job_id);
-        self.admit(&mut s);
+    }
+
+    /// The key of a job's Workload, once Gantry's job object has reached the API server
+    /// (waits up to 20 s: a launch may be sent by Gantry's resender a little later).
+    async fn workload_key(&self, job_id: &str) -> String {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(k) = workload_key_of(&self.store.lock().unwrap(), job_id) {
+                return k;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no workload for job {job_id}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Writes Kueue's conditions on a job's Workload.
+    async fn script(&self, job_id: &str, edit: impl FnOnce(&mut Value)) {
+        let k = self.workload_key(job_id).await;
+        let mut s = self.store.lock().unwrap();
+        let mut w = s.objects[&k].clone();
+        edit(&mut w);
+        self.put(&mut s, &k, w, "MODIFIED");
+    }
+
+    /// Kueue admits the job's Workload: quota reserved, admitted, its pods ready. Without
+    /// Topology Aware Scheduling Kueue names no nodes.
+    pub async fn admit(&self, job_id: &str) {
+        self.admit_on(job_id, &[]).await;
+    }
+
+    /// Kueue admits the job's Workload with Topology Aware Scheduling, on `nodes` (written
+    /// as `status.admission.podSetAssignments[].topologyAssignment` at hostname level).
+    pub async fn admit_on(&self, job_id: &str, nodes: &[&str]) {
+        let nodes: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
+        self.script(job_id, move |w| {
+            set_conditions(
+                w,
+                &[
+                    condition(
+                        "QuotaReserved",
+                        true,
+                        "QuotaReserved",
+                        "Quota reserved in ClusterQueue",
+                    ),
+                    condition("Admitted", true, "Admitted", "The workload is admitted"),
+                    condition("PodsReady", true, "PodsReady", "All pods reached readiness"),
+                    condition("Evicted", false, "Admitted", ""),
+                    condition("Preempted", false, "Admitted", ""),
+                ],
+            );
+            let cq = format!(
+                "{}-{}",
+                w["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .trim_start_matches("team-"),
+                w["spec"]["queueName"].as_str().unwrap_or_default()
+            );
+            let mut psa = json!({"name": "node", "count": w["spec"]["podSets"][0]["count"]});
+            if !nodes.is_empty() {
+                psa["topologyAssignment"] = json!({
+                    "levels": ["kubernetes.io/hostname"],
+                    "domains": nodes.iter().map(|n| json!({"values": [n], "count": 1})).collect::<Vec<_>>(),
+                });
+            }
+            w["status"]["admission"] = json!({"clusterQueue": cq, "podSetAssignments": [psa]});
+        })
+        .await;
+    }
+
+    /// Kueue preempts the job's Workload: evicted, `Preempted` with `kueue_reason`
+    /// (`InClusterQueue`, `InCohortReclamation`, `InCohortReclaimWhileBorrowing`,
+    /// `InCohortFairSharing`), its quota released; it is requeued.
+    pub async fn preempt(&self, job_id: &str, kueue_reason: &str) {
+        let conditions = preempted_conditions(kueue_reason);
+        self.script(job_id, move |w| {
+            set_conditions(w, &conditions);
+            if let Some(st) = w["status"].as_object_mut() {
+                st.remove("admission");
+            }
+        })
+        .await;
+    }
+
+    /// Kueue tried the job's Workload and could not reserve quota: `QuotaReserved=False`,
+    /// reason `Pending`, with Kueue's `message`.
+    pub async fn pend(&self, job_id: &str, message: &str) {
+        let c = condition("QuotaReserved", false, "Pending", message);
+        self.script(job_id, move |w| set_conditions(w, &[c])).await;
     }
 
     fn put(&self, s: &mut Store, k: &str, mut obj: Value, kind: &'static str) {
@@ -161,106 +299,6 @@ impl ApiServer {
         let _ = self.events.send((s.rv, plural, "DELETED", obj.clone()));
         Some(obj)
     }
-
-    /// Kueue's part: an admission pass, then every Workload's conditions as it says.
-    fn admit(&self, s: &mut Store) {
-        let mut out = Vec::new();
-        let now = Utc::now();
-        s.sim.as_mut().unwrap().cycle(now, &mut out);
-        for (job_id, _pool, _at, change) in out {
-            let Some(k) = workload_key_of(s, &job_id) else {
-                continue;
-            };
-            let mut w = s.objects[&k].clone();
-            match change {
-                Change::Admitted { .. } => set_conditions(
-                    &mut w,
-                    &[
-                        condition(
-                            "QuotaReserved",
-                            true,
-                            "QuotaReserved",
-                            "Quota reserved in ClusterQueue",
-                        ),
-                        condition("Admitted", true, "Admitted", "The workload is admitted"),
-                        condition("PodsReady", true, "PodsReady", "All pods reached readiness"),
-                        condition("Evicted", false, "Admitted", ""),
-                        condition("Preempted", false, "Admitted", ""),
-                    ],
-                ),
-                Change::Preempted { reason } => {
-                    let kueue_reason = if reason.contains("reclaimed") {
-                        "InCohortReclamation"
-                    } else {
-                        "InClusterQueue"
-                    };
-                    set_conditions(
-                        &mut w,
-                        &[
-                            condition(
-                                "Admitted",
-                                false,
-                                "NoReservation",
-                                "The workload has no reservation",
-                            ),
-                            condition("PodsReady", false, "Evicted", ""),
-                            condition(
-                                "Evicted",
-                                true,
-                                "Preempted",
-                                "Preempted to accommodate a workload",
-                            ),
-                            condition(
-                                "Preempted",
-                                true,
-                                kueue_reason,
-                                "Preempted to accommodate a workload",
-                            ),
-                            condition(
-                                "QuotaReserved",
-                                false,
-                                "Pending",
-                                "Preempted; waiting for quota",
-                            ),
-                        ],
-                    )
-                }
-                _ => continue,
-            }
-            self.put(s, &k, w, "MODIFIED");
-        }
-        // Why the others wait, in Kueue's words.
-        let pools: Vec<String> = s
-            .objects
-            .values()
-            .filter(|o| o["kind"] == "Workload")
-            .filter_map(|o| o["spec"]["queueName"].as_str().map(String::from))
-            .collect();
-        for pool in pools {
-            let Ok(view) = s.sim.as_mut().unwrap().view(&pool, now) else {
-                continue;
-            };
-            for p in view.iter() {
-                let Some(k) = workload_key_of(s, &p.job_id) else {
-                    continue;
-                };
-                let mut w = s.objects[&k].clone();
-                let message = format!("couldn't assign flavors to pod set node: {}", p.reason);
-                let current = w["status"]["conditions"]
-                    .as_array()
-                    .and_then(|cs| cs.iter().find(|c| c["type"] == "QuotaReserved"))
-                    .and_then(|c| c["message"].as_str())
-                    .map(String::from);
-                if current.as_deref() != Some(message.as_str()) {
-                    set_conditions(
-                        &mut w,
-                        &[condition("QuotaReserved", false, "Pending", &message)],
-                    );
-                    self.put(s, &k, w, "MODIFIED");
-                }
-            }
-        }
-    }
 }
 
 fn workload_key_of(s: &Store, job_id: &str) -> Option<String> {
@@ -272,16 +310,39 @@ fn workload_key_of(s: &Store, job_id: &str) -> Option<String> {
         .map(|(k, _)| k.clone())
 }
 
+/// Sets conditions as the API conventions say: a condition whose status does not change
+/// keeps its `lastTransitionTime`.
 fn set_conditions(w: &mut Value, new: &[Value]) {
     let mut cs: Vec<Value> = w["status"]["conditions"]
         .as_array()
         .cloned()
         .unwrap_or_default();
     for c in new {
+        let mut c = c.clone();
+        if let Some(old) = cs.iter().find(|x| x["type"] == c["type"]) {
+            if old["status"] == c["status"] {
+                c["lastTransitionTime"] = old["lastTransitionTime"].clone();
+            }
+        }
         cs.retain(|x| x["type"] != c["type"]);
-        cs.push(c.clone());
+        cs.push(c);
     }
     w["status"]["conditions"] = json!(cs);
+}
+
+fn has_true(w: &Value, kind: &str) -> bool {
+    w["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == kind && c["status"] == "True")
+    })
+}
+
+fn created(w: &Value) -> DateTime<Utc> {
+    w["metadata"]["creationTimestamp"]
+        .as_str()
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.to_utc())
+        .unwrap_or_default()
 }
 
 fn reply(status: StatusCode, body: Value) -> Response {
@@ -330,20 +391,30 @@ async fn handle(
         && sub == Some("pendingworkloads")
     {
         let lq = name.unwrap_or_default();
-        let mut s = me.store.lock().unwrap();
-        let team = ns.trim_start_matches("team-").to_string();
-        let view = s.sim.as_mut().unwrap().view(lq, Utc::now());
-        let Ok(view) = view else { return not_found(lq) };
-        let items: Vec<Value> = view
+        let s = me.store.lock().unwrap();
+        // Kueue's pending workloads of this LocalQueue: not holding quota, not finished;
+        // in a BestEffortFIFO ClusterQueue's order (priority, higher first, then creation
+        // time). Each team's LocalQueue feeds its own ClusterQueue, so both positions agree.
+        let mut pending: Vec<&Value> = s
+            .objects
             .iter()
-            .filter(|p| p.team == team)
+            .filter(|(k, _)| k.starts_with(&format!("workloads/{ns}/")))
+            .map(|(_, w)| w)
+            .filter(|w| w["spec"]["queueName"] == lq)
+            .filter(|w| !has_true(w, "QuotaReserved") && !has_true(w, "Finished"))
+            .collect();
+        pending.sort_by_key(|w| {
+            (
+                std::cmp::Reverse(w["spec"]["priority"].as_i64().unwrap_or(0)),
+                created(w),
+            )
+        });
+        let items: Vec<Value> = pending
+            .iter()
             .enumerate()
-            .map(|(i, p)| {
-                let owner = gantry::cluster::k8s::objects::object_name(&p.job_id);
-                json!({"metadata": {"name": format!("jobset-{owner}"), "namespace": ns,
-                        "creationTimestamp": p.submitted_at.to_rfc3339(),
-                        "ownerReferences": [{"kind": "JobSet", "name": owner}]},
-                       "priority": p.priority.value(), "localQueueName": lq,
+            .map(|(i, w)| {
+                json!({"metadata": w["metadata"], "priority": w["spec"]["priority"],
+                       "localQueueName": lq,
                        "positionInClusterQueue": i, "positionInLocalQueue": i})
             })
             .collect();
@@ -374,19 +445,6 @@ async fn handle(
                 obj.clone(),
                 if created { "ADDED" } else { "MODIFIED" },
             );
-            if plural == "clusterqueues" {
-                let pool = obj["spec"]["cohortName"].as_str().unwrap().to_string();
-                let team = name.trim_end_matches(&format!("-{pool}")).to_string();
-                let r = &obj["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0];
-                let q = QuotaSpec {
-                    nominal: r["nominalQuota"].as_u64().unwrap() as u32,
-                    borrowing_limit: r["borrowingLimit"].as_u64().map(|v| v as u32),
-                    lending_limit: r["lendingLimit"].as_u64().map(|v| v as u32),
-                    strategy: None,
-                };
-                s.sim.as_mut().unwrap().set_quota(&team, &pool, q).unwrap();
-                me.admit(&mut s);
-            }
             if created && (plural == "jobsets" || plural == "trainjobs") {
                 // Kueue's job integration: a Workload owned by the job object
                 let labels = &obj["metadata"]["labels"];
@@ -423,35 +481,25 @@ async fn handle(
                     )
                 };
                 let wname = format!("{}-{name}", plural.trim_end_matches('s'));
+                // Kueue resolves the priority class to its value, as the Workload's priority.
+                let priority = s
+                    .objects
+                    .get(&key("workloadpriorityclasses", "", &prio))
+                    .and_then(|c| c["value"].as_i64())
+                    .unwrap_or(0);
                 let workload = json!({
                     "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
                     "metadata": {"name": wname, "namespace": ns, "creationTimestamp": Utc::now().to_rfc3339(),
                                  "labels": {"test/job-id": job_id},
                                  "ownerReferences": [{"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": name, "uid": obj["metadata"]["uid"]}]},
-                    "spec": {"queueName": pool, "maximumExecutionTimeSeconds": max,
+                    "spec": {"queueName": pool, "maximumExecutionTimeSeconds": max, "priority": priority,
                              "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": prio},
                              "podSets": [{"name": "node", "count": count, "template": {"spec": {"containers": [{"name": "trainer", "resources": {"requests": {"nvidia.com/gpu": per.to_string()}}}]}}}]},
-                    "status": {"conditions": [condition("QuotaReserved", false, "Pending", "waiting for the next admission pass")]}
+                    // Kueue has not looked at it yet: no conditions until its scheduler does
+                    "status": {}
                 });
                 let wk = key("workloads", ns, &wname);
                 me.put(&mut s, &wk, workload, "ADDED");
-                let priority =
-                    app::model::Priority::parse(prio.trim_start_matches("gantry-")).unwrap();
-                s.sim
-                    .as_mut()
-                    .unwrap()
-                    .enqueue(WorkloadSpec {
-                        job_id,
-                        team: ns.trim_start_matches("team-").to_string(),
-                        pool,
-                        gpus: (count * per) as u32,
-                        priority,
-                        submitted_at: Utc::now(),
-                        max_runtime_s: max,
-                        run: RunSpec::default(),
-                    })
-                    .unwrap();
-                me.admit(&mut s);
             }
             reply(
                 if created {
@@ -474,8 +522,6 @@ async fn handle(
                     if let Some(wk) = workload_key_of(&s, job_id) {
                         me.remove(&mut s, &wk);
                     }
-                    s.sim.as_mut().unwrap().remove(job_id);
-                    me.admit(&mut s);
                 }
             }
             reply(

@@ -1,4 +1,5 @@
-//! Kueue conformance: the cases in `conformance_cases.rs`, ported from Kueue's own tests with
+//! Kueue conformance: the cases of `server/tests/data/kueue_cases.rs` (included as
+//! `conformance_cases`), ported from Kueue's own tests with
 //! Kueue's expected results, run through Gantry's admission rules. One Kueue resource unit is
 //! one whole 8-GPU node; a pool has as many nodes as its ClusterQueues' nominal quotas add up
 //! to, so (as in Kueue's tests) only quota binds.
@@ -9,46 +10,7 @@ use chrono::TimeZone;
 
 use super::*;
 
-pub(super) struct Cq {
-    pub name: &'static str,
-    pub nominal: u32,
-    pub borrowing_limit: Option<u32>,
-    pub lending_limit: Option<u32>,
-    pub strict: bool,
-}
-
-pub(super) struct Wl {
-    pub name: &'static str,
-    pub cq: &'static str,
-    pub units: u32,
-    pub priority: i32,
-    /// Creation time, seconds after the case's start (queue order).
-    pub created: i64,
-    /// For admitted workloads: when quota was reserved (victims are taken newest first).
-    pub admitted_at: i64,
-}
-
-pub(super) enum Kind {
-    /// `GetTargets`: the victims the preemptor would get (none when it fits or cannot).
-    Targets { preemptor: &'static str },
-    /// One scheduling cycle, as `TestSchedule` runs it.
-    Cycle,
-    /// Scheduling until nothing changes, as an integration test waits for.
-    Settle,
-}
-
-pub(super) struct Case {
-    pub source: &'static str,
-    pub nodes: Option<u32>,
-    pub cohort: bool,
-    pub cqs: &'static [Cq],
-    pub admitted: &'static [Wl],
-    pub pending: &'static [Wl],
-    pub kind: Kind,
-    pub want_admitted: &'static [&'static str],
-    pub want_preempted: &'static [&'static str],
-    pub want_pending: &'static [&'static str],
-}
+use super::conformance_cases::{Case, Cq, Kind, Wl};
 
 const GPUS: u32 = 8;
 
