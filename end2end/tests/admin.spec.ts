@@ -51,6 +51,40 @@ test.describe.serial("admin: quotas", () => {
     expect(put.status()).toBe(200);
   });
 
+  test("an admin sets a team's lending limit and strict FIFO order, and they hold", async ({ page, baseURL }) => {
+    await signIn(page, "carol");
+    await page.goto("/admin/quotas");
+    await hydrated(page);
+    const row = "quota-nlp-hgx-h200";
+    await page.getByTestId(`${row}-lend`).fill("99");
+    await expect(page.getByTestId(row)).toContainText("at most the nominal quota");
+    await expect(page.getByTestId(`${row}-save`)).toBeDisabled();
+    await page.getByTestId(`${row}-lend`).fill("8");
+    await page.getByTestId(`${row}-strategy`).selectOption("StrictFIFO");
+    await page.getByTestId(`${row}-save`).click();
+    await expect(page.getByTestId(`${row}-save`)).toBeDisabled();
+    await page.reload();
+    await hydrated(page);
+    await expect(page.getByTestId(`${row}-lend`)).toHaveValue("8");
+    await expect(page.getByTestId(`${row}-strategy`)).toHaveValue("StrictFIFO");
+    await page.screenshot({ path: `${SHOTS}/admin-quotas-strategy.png`, fullPage: true });
+    const carol = await apiAs(baseURL!, "carol");
+    const cur = await carol.get("/api/v1/quotas/nlp/hgx-h200");
+    const cell = await cur.json();
+    expect([cell.lending_limit_gpus, cell.queueing_strategy]).toEqual([8, "StrictFIFO"]);
+    // Put it back for the other tests.
+    const put = await carol.put("/api/v1/quotas/nlp/hgx-h200", {
+      data: {
+        nominal_gpus: cell.nominal_gpus,
+        borrowing_limit_gpus: cell.borrowing_limit_gpus,
+        lending_limit_gpus: null,
+        queueing_strategy: null,
+      },
+      headers: { "If-Match": cur.headers()["etag"] },
+    });
+    expect(put.status()).toBe(200);
+  });
+
   test("the audit log lists the quota change, filters, and downloads the same rows as CSV", async ({ page, baseURL }) => {
     await signIn(page, "carol");
     await page.getByRole("link", { name: "Audit log" }).click();

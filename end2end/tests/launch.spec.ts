@@ -121,3 +121,33 @@ test.describe.serial("launch, watch the queue, cancel", () => {
     await expect(page.getByRole("heading", { name: "Sign in to Gantry" })).toBeVisible();
   });
 });
+
+test.describe.serial("a job larger than the team's quota", () => {
+  test.beforeEach(async ({ baseURL }) => {
+    await cancelEverything(baseURL!);
+  });
+
+  test("the form warns, asks for a second click, and the job waits saying why", async ({ page }) => {
+    // vision may hold 8 + 8 GPUs in hgx-h200: 32 cannot start under the current quotas.
+    await signIn(page, "dave");
+    await page.goto("/launch/llama-3.1-8b-fsdp");
+    await hydrated(page);
+    await page.locator("select[name=pool]").selectOption("hgx-h200");
+    await page.locator("label", { has: page.locator("input[name=gpus][value='32']") }).click();
+    await expect(page.getByTestId("fit-cannot-start")).toContainText(
+      "Cannot start under the current quotas: team vision may hold at most 16 GPUs in hgx-h200",
+    );
+    const submit = page.getByTestId("launch-submit");
+    await submit.click();
+    // The first click only warns.
+    await expect(page.getByTestId("launch-confirm")).toContainText("cannot start under the current quotas");
+    await expect(submit).toHaveText("Queue anyway on 32 GPUs (4 nodes)");
+    await expect(page).toHaveURL(/\/launch\/llama-3.1-8b-fsdp$/);
+    await page.screenshot({ path: `${SHOTS}/launch-cannot-start.png`, fullPage: true });
+    await submit.click();
+    await expect(page).toHaveURL(/\/jobs\/[0-9a-f-]{36}$/);
+    await hydrated(page);
+    await expect(page.getByTestId("job-state")).toHaveText("queued");
+    await expect(page.getByTestId("pending-reason")).toContainText("It starts once the team's quota or borrowing limit in hgx-h200 is raised");
+  });
+});

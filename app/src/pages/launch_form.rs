@@ -292,6 +292,14 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>, manifests: bool) -> impl IntoVi
                                     }
                                         .into_any()
                                 }
+                                Ok(c) if c.cannot_start => {
+                                    view! {
+                                        <span class="field-error" data-testid="fit-cannot-start">
+                                            {format!("⚠ {}", c.reason.unwrap_or_default())}
+                                        </span>
+                                    }
+                                        .into_any()
+                                }
                                 Ok(c) => {
                                     let ahead = match c.jobs_ahead {
                                         0 => "no jobs ahead".to_string(),

@@ -572,26 +572,30 @@ impl Cohort {
 
     /// The quota check of Kueue's flavor assignment, without allocating: the hot path.
     fn quota_status(&self, team: TeamIdx, need: u32) -> QuotaStatus {
+        self.quota_status_with(&self.used, team, need)
+    }
+
+    /// [`Self::quota_status`] with the teams' use given (a simulated removal).
+    fn quota_status_with(&self, used: &[u32], team: TeamIdx, need: u32) -> QuotaStatus {
         let q = self.quotas[team];
-        let used = self.used[team];
         let most = self.most(team);
         if need > most {
             return QuotaStatus::TooLarge { most };
         }
-        let new_used = used + need;
+        let new_used = used[team].saturating_add(need);
         if let Some(limit) = q.borrowing_limit {
-            if new_used > q.nominal + limit {
+            if new_used > q.nominal.saturating_add(limit) {
                 return QuotaStatus::BorrowingLimit { limit };
             }
         }
         // Use beyond a queue's guaranteed part draws on the cohort's lendable quota.
-        let mut lendable = 0;
-        let mut drawn = 0;
+        let mut lendable = 0u64;
+        let mut drawn = 0u64;
         for (j, qj) in self.quotas.iter().enumerate() {
             let g = qj.guaranteed();
-            lendable += qj.nominal - g;
-            let u = if j == team { new_used } else { self.used[j] };
-            drawn += u.saturating_sub(g);
+            lendable += u64::from(qj.nominal - g);
+            let u = if j == team { new_used } else { used[j] };
+            drawn += u64::from(u.saturating_sub(g));
         }
         if drawn > lendable {
             return QuotaStatus::Cohort;
@@ -785,7 +789,9 @@ impl Cohort {
         };
         let by_team = self.teams[t].clone();
         for &allow_borrowing in attempts {
-            let mut scratch = self.clone();
+            // A simulated removal: the nodes and the teams' use, not the whole cohort.
+            let mut cap = self.capacity.clone();
+            let mut used = self.used.clone();
             let mut victims: Vec<&Admitted> = Vec::new();
             let mut fits = false;
             for a in others.iter().chain(same.iter()) {
@@ -795,13 +801,14 @@ impl Cohort {
                     if allow_borrowing && !advantage {
                         continue;
                     }
-                    if scratch.used[a.team] <= scratch.quotas[a.team].nominal {
+                    if used[a.team] <= self.quotas[a.team].nominal {
                         continue;
                     }
                 }
-                scratch.release(a.id);
+                cap.release(&a.placement);
+                used[a.team] -= a.gpus;
                 victims.push(a);
-                if scratch.fits(c, allow_borrowing) {
+                if self.fits_with(&cap, &used, c, allow_borrowing) {
                     fits = true;
                     break;
                 }
@@ -814,11 +821,13 @@ impl Cohort {
             while i > 0 {
                 i -= 1;
                 let v = victims[i];
-                scratch.admit_admitted(v);
-                if scratch.fits(c, allow_borrowing) {
+                cap.allocate(&v.placement);
+                used[v.team] += v.gpus;
+                if self.fits_with(&cap, &used, c, allow_borrowing) {
                     victims.swap_remove(i);
                 } else {
-                    scratch.release(v.id);
+                    cap.release(&v.placement);
+                    used[v.team] -= v.gpus;
                 }
             }
             return Some(
@@ -840,6 +849,23 @@ impl Cohort {
             );
         }
         None
+    }
+
+    /// [`Self::fits`] on simulated nodes and use.
+    fn fits_with(
+        &self,
+        cap: &PoolCapacity,
+        used: &[u32],
+        c: &Candidate,
+        allow_borrowing: bool,
+    ) -> bool {
+        if !allow_borrowing && used[c.team].saturating_add(c.gpus) > self.quotas[c.team].nominal {
+            return false;
+        }
+        matches!(
+            self.quota_status_with(used, c.team, c.gpus),
+            QuotaStatus::Fits { .. }
+        ) && cap.place(c.gpus).is_some()
     }
 
     /// Puts an admitted workload back as it was (undoing a simulated removal).
@@ -869,13 +895,17 @@ impl Cohort {
         let t = c.team;
         match self.quota_status(t, c.gpus) {
             QuotaStatus::TooLarge { .. } => return Mode::NoFit,
+            // Quota fits: admitted where the nodes have room, else it waits for room.
+            // Preemption is for quota only, as in Kueue (without Topology Aware Scheduling
+            // preemption); evicting for room alone could flap between teams.
             QuotaStatus::Fits { borrows } => {
-                if let Some(p) = self.capacity.place(c.gpus) {
-                    return Mode::Fit {
+                return match self.capacity.place(c.gpus) {
+                    Some(p) => Mode::Fit {
                         placement: p,
                         borrows,
-                    };
-                }
+                    },
+                    None => Mode::NoFit,
+                };
             }
             QuotaStatus::BorrowingLimit { .. } | QuotaStatus::Cohort => {
                 // Preemption is considered only for a request within the nominal quota
@@ -988,9 +1018,31 @@ impl Cohort {
     /// inadmissible since the last release (`failed[team]`: the smallest such request; any
     /// later request of the team at least that large fails too, as quota and room only
     /// shrink until something is released and the queue runs by falling priority).
-    pub fn heads(&self, queue: &Queue, failed: &[u32]) -> Vec<Candidate> {
+    ///
+    /// A workload that issued preemptions stays its team's head until it is admitted
+    /// (`preemptors[team]`; Kueue's queue manager keeps it "sticky at the head"), so the
+    /// workloads it evicted cannot take back the room before it.
+    pub fn heads(
+        &self,
+        queue: &Queue,
+        failed: &[u32],
+        preemptors: &[Option<Wid>],
+    ) -> Vec<Candidate> {
         let mut best: Vec<Option<QueueKey>> = vec![None; self.teams.len()];
+        for (team, p) in preemptors.iter().enumerate() {
+            if let (Some(id), Some(b)) = (p, best.get_mut(team)) {
+                if let Some(c) = queue.get(*id) {
+                    *b = Some(c.key());
+                }
+            }
+        }
         for (&(team, gpus), keys) in &queue.classes {
+            if preemptors
+                .get(team)
+                .is_some_and(|p| p.is_some_and(|id| queue.get(id).is_some()))
+            {
+                continue;
+            }
             let strict = self
                 .quotas
                 .get(team)
@@ -1023,11 +1075,13 @@ impl Cohort {
     ) -> Vec<Decision> {
         let mut out = Vec::new();
         let mut failed: Vec<u32> = vec![u32::MAX; self.teams.len()];
+        let mut preemptors: Vec<Option<Wid>> = vec![None; self.teams.len()];
         // Each productive cycle admits, evicts or sets one head aside: bounded by the queue.
         let mut budget = 4 * (queue.len() + self.admitted.len()) + 16;
         loop {
             failed.resize(self.teams.len(), u32::MAX);
-            let heads = self.heads(queue, &failed);
+            preemptors.resize(self.teams.len(), None);
+            let heads = self.heads(queue, &failed, &preemptors);
             if heads.is_empty() || budget == 0 {
                 if budget == 0 {
                     tracing::warn!(pool = %self.capacity.name, "admission did not settle; stopping the pass");
@@ -1040,15 +1094,20 @@ impl Cohort {
             } else {
                 self.schedule_without_preemption(&heads, at)
             };
-            let mut productive = !cycle.admitted.is_empty() || !cycle.preempted.is_empty();
+            let released = !cycle.preempted.is_empty();
+            let mut productive = !cycle.admitted.is_empty() || released;
             for (id, p) in cycle.admitted {
-                queue.remove(id);
+                if let Some(c) = queue.remove(id) {
+                    if preemptors[c.team] == Some(id) {
+                        preemptors[c.team] = None;
+                    }
+                }
                 out.push(Decision::Admit(id, p));
             }
-            if !cycle.preempted.is_empty() {
-                // Something was released: every head is in play again (Kueue requeues the
-                // inadmissible workloads of the cohort).
-                failed.iter_mut().for_each(|f| *f = u32::MAX);
+            for &id in &cycle.preempting {
+                if let Some(c) = queue.get(id) {
+                    preemptors[c.team] = Some(id);
+                }
             }
             for a in cycle.evicted {
                 queue.push(Candidate {
@@ -1064,6 +1123,9 @@ impl Cohort {
             }
             for id in cycle.unschedulable {
                 let Some(c) = queue.get(id) else { continue };
+                if preemptors[c.team] == Some(id) {
+                    preemptors[c.team] = None; // no longer preempting: back in line
+                }
                 if self.quotas[c.team].strategy == QueueingStrategy::StrictFifo {
                     continue; // the head stays, and blocks its team's queue
                 }
@@ -1071,6 +1133,12 @@ impl Cohort {
                     failed[c.team] = c.gpus;
                     productive = true;
                 }
+            }
+            if released {
+                // The victims are gone: every head is in play again, those set aside in this
+                // very cycle too (Kueue requeues the cohort's inadmissible workloads when a
+                // workload is evicted).
+                failed.iter_mut().for_each(|f| *f = u32::MAX);
             }
             if !productive {
                 break;

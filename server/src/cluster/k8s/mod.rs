@@ -482,7 +482,9 @@ impl KubeCluster {
                 (change, o.at)
             })
         };
-        let Some((c, outcome_at)) = change else { return };
+        let Some((c, outcome_at)) = change else {
+            return;
+        };
         // The object's own times: its deletion, or the condition that gave the verdict.
         let at = if deleted {
             status::deleted_at(obj)
