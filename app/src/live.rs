@@ -59,6 +59,12 @@ fn connect(live: Live) {
     use wasm_bindgen::{closure::Closure, JsCast};
 
     Effect::new(move |_| {
+        // Signed out (the sign-in page) there is nothing to follow, and the stream would
+        // only answer 401.
+        let path = web_sys::window().and_then(|w| w.location().pathname().ok());
+        if path.as_deref().is_some_and(|p| p.starts_with("/login")) {
+            return;
+        }
         let Ok(source) = web_sys::EventSource::new("/api/v1/events") else {
             return;
         };

@@ -73,6 +73,7 @@ fn PoolQuotas(pool: String, rows: Vec<QuotaCell>, saved: RwSignal<u32>) -> impl 
                     format!("Nominal quotas add up to {sum} of {size} GPUs.")
                 }}
             </p>
+            <div class="table-scroll">
             <table class="quota-table">
                 <thead>
                     <tr>
@@ -92,6 +93,7 @@ fn PoolQuotas(pool: String, rows: Vec<QuotaCell>, saved: RwSignal<u32>) -> impl 
                     {rows.into_iter().map(|c| view! { <QuotaRow cell=c saved/> }).collect_view()}
                 </tbody>
             </table>
+            </div>
         </section>
     }
 }

@@ -85,7 +85,9 @@ fn JobBody(page: JobPage) -> impl IntoView {
                     <dd>{format::gpus_nodes(job.gpus)}</dd>
                     <dt>"Nodes"</dt>
                     <dd>
-                        {if job.node_names.is_empty() {
+                        {if job.node_names.is_empty() && !job.state.is_active() {
+                            "released (see Events for where it ran)".to_string()
+                        } else if job.node_names.is_empty() {
                             "not placed yet".to_string()
                         } else {
                             job.node_names.join(", ")
