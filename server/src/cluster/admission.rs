@@ -877,13 +877,7 @@ impl Cohort {
 
     /// Kueue's `workloadFits` (quota, and room on the nodes): does `c` fit now?
     fn fits(&self, c: &Candidate, allow_borrowing: bool) -> bool {
-        if !allow_borrowing
-            && self.used[c.team].saturating_add(c.gpus) > self.quotas[c.team].nominal
-        {
-            return false;
-        }
-        matches!(self.quota_status(c.team, c.gpus), QuotaStatus::Fits { .. })
-            && self.capacity.place(c.gpus).is_some()
+        self.fits_with(&self.capacity, &self.used, c, allow_borrowing)
     }
 
     /// Kueue's flavor assignment for one head (`fitsResourceQuota`): fits now, fits after
