@@ -336,6 +336,26 @@ async fn a_job_that_ended_during_an_outage_ends_at_its_condition_time() {
         ),
         "the run counts from Kueue's admission to its Finished condition: 16 GPUs x 1.5 s"
     );
+    // The usage report bills exactly that, not the time Gantry was down.
+    let carol = sign_in(&g.base, "carol").await;
+    let report: Value = carol
+        .get(format!("{}/api/v1/usage?group_by=team", g.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let allocated: f64 = report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["gpu_hours_allocated"].as_f64().unwrap())
+        .sum();
+    assert!(
+        (allocated - 16.0 * 1.5 / 3600.0).abs() < 1e-9,
+        "GPU-hours from the conditions' times: {report}"
+    );
     g.running.stop().await;
 }
 
