@@ -115,11 +115,33 @@ pub struct DevLogin {
     next: Option<String>,
 }
 
-/// Only same-site paths are followed after sign-in, never another origin.
-fn safe_next(next: Option<&str>) -> &str {
-    match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n,
-        _ => "/",
+/// Only a path on Gantry's own origin is followed after sign-in. The candidate is resolved
+/// against an origin of our own, as a browser resolves a `Location`, and kept only if it
+/// stays there; control characters (a browser drops tabs and newlines, so `/\t/evil`
+/// becomes `//evil`) and backslashes (read as `/`) are refused outright. Anything else: `/`.
+fn safe_next(next: Option<&str>) -> String {
+    const HOME: &str = "/";
+    let Some(n) = next else {
+        return HOME.into();
+    };
+    if !n.starts_with('/') || n.chars().any(|c| c.is_control() || c == '\\') {
+        return HOME.into();
+    }
+    let base = url::Url::parse("http://gantry.invalid/").expect("a valid base");
+    match base.join(n) {
+        Ok(u) if u.origin() == base.origin() => {
+            let mut out = u.path().to_string();
+            if let Some(q) = u.query() {
+                out.push('?');
+                out.push_str(q);
+            }
+            if let Some(f) = u.fragment() {
+                out.push('#');
+                out.push_str(f);
+            }
+            out
+        }
+        _ => HOME.into(),
     }
 }
 
@@ -156,7 +178,7 @@ pub async fn dev_login(
             return ApiFailure(e).into_response();
         }
     }
-    Redirect::to(safe_next(form.next.as_deref())).into_response()
+    Redirect::to(&safe_next(form.next.as_deref())).into_response()
 }
 
 #[derive(Deserialize)]
@@ -177,7 +199,7 @@ pub async fn oidc_login(
         ))
         .into_response();
     };
-    match oidc.begin(safe_next(q.next.as_deref()), Utc::now()).await {
+    match oidc.begin(&safe_next(q.next.as_deref()), Utc::now()).await {
         Ok((url, pending)) => {
             if let Err(e) = session.insert(PENDING_KEY, pending).await {
                 return ApiFailure(crate::service::internal(e)).into_response();
@@ -282,7 +304,7 @@ pub async fn oidc_callback(
             return ApiFailure(e).into_response();
         }
     }
-    Redirect::to(safe_next(Some(&next))).into_response()
+    Redirect::to(&safe_next(Some(&next))).into_response()
 }
 
 /// A sign-in failure as a page a person can act on.
@@ -485,9 +507,45 @@ mod tests {
     #[test]
     fn only_local_paths_are_followed_after_sign_in() {
         assert_eq!(safe_next(Some("/jobs")), "/jobs");
-        assert_eq!(safe_next(Some("//evil.example")), "/");
-        assert_eq!(safe_next(Some("https://evil.example")), "/");
+        assert_eq!(
+            safe_next(Some("/jobs?state=failed#top")),
+            "/jobs?state=failed#top"
+        );
         assert_eq!(safe_next(None), "/");
+        for evil in [
+            "//evil.example",
+            "https://evil.example",
+            "HTTPS://evil.example",
+            "/\t/evil.example",
+            "/\n/evil.example",
+            "/\r\n/evil.example",
+            "/\u{0}/evil.example",
+            "/\\evil.example",
+            "/\\/evil.example",
+            "\\\\evil.example",
+            "/ /evil.example/..",
+            "evil.example",
+            "javascript:alert(1)",
+            "",
+        ] {
+            let got = safe_next(Some(evil));
+            assert!(
+                got == "/" || (got.starts_with('/') && !got.starts_with("//")),
+                "{evil:?} gave {got:?}"
+            );
+            assert!(
+                !got.contains("evil.example") || got.starts_with("/%20/"),
+                "{evil:?} gave {got:?}"
+            );
+        }
+        // Encoded slashes stay a path on our origin: a browser does not decode them into an
+        // authority.
+        assert_eq!(
+            safe_next(Some("/%2F%2Fevil.example")),
+            "/%2F%2Fevil.example"
+        );
+        assert_eq!(safe_next(Some("/%09/evil.example")), "/%09/evil.example");
+        assert_eq!(safe_next(Some("/a/../b")), "/b");
     }
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {

@@ -229,6 +229,7 @@ on_both!(
     strict_fifo_pool_blocks_behind_its_head,
     quota_lending_limit_and_queue_order_are_set_checked_and_audited,
     a_job_larger_than_the_quota_is_accepted_and_waits_saying_why,
+    sign_in_follows_only_paths_of_our_own,
     kube_back_end_keeps_serving_while_the_api_server_is_down,
     quota_api_checks_values_refuses_stale_edits_and_audits,
     quota_preview_replays_real_launches_under_the_draft,
@@ -1001,6 +1002,50 @@ async fn a_job_larger_than_the_quota_is_accepted_and_waits_saying_why(t: Target)
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
     assert_eq!(err["error"]["field"], "gpus");
+    finish(app, db).await;
+}
+
+/// After sign-in only a path on Gantry's own origin is followed (a tab or newline in `next`
+/// once gave `Location: /\t/evil.example`, which Chromium follows to evil.example, or a 500).
+async fn sign_in_follows_only_paths_of_our_own(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let login = |next: &'static str| {
+        let http = http.clone();
+        let url = format!("{}/auth/dev/login", app.base);
+        async move {
+            let res = http
+                .post(url)
+                .form(&[("user", "alice"), ("next", next)])
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), StatusCode::SEE_OTHER, "next={next:?}");
+            res.headers()["location"].to_str().unwrap().to_string()
+        }
+    };
+    assert_eq!(login("/jobs?state=queued").await, "/jobs?state=queued");
+    for evil in [
+        "/\t/evil.example",
+        "/\n/evil.example",
+        "/\r\n/evil.example",
+        "/\\evil.example",
+        "\\\\evil.example",
+        "//evil.example",
+        "//EVIL.example/",
+        "https://evil.example/",
+        "HtTpS://evil.example/",
+        "evil.example",
+    ] {
+        assert_eq!(login(evil).await, "/", "next={evil:?}");
+    }
+    // Percent-encoded, the tab and the slashes stay inside a path of ours.
+    assert_eq!(login("/%09/evil.example").await, "/%09/evil.example");
+    assert_eq!(login("/%2F%2Fevil.example").await, "/%2F%2Fevil.example");
     finish(app, db).await;
 }
 
