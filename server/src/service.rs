@@ -126,6 +126,37 @@ pub fn parse_strategy(s: &str) -> Result<crate::cluster::QueueingStrategy, ApiEr
     })
 }
 
+/// What a quota may be in a pool of `capacity` GPUs, checked the same for a save and for a
+/// preview: a 422 naming the field.
+fn check_quota(
+    pool: &str,
+    capacity: u32,
+    quota: &crate::cluster::QuotaSpec,
+) -> Result<(), ApiError> {
+    if quota.nominal > capacity {
+        return Err(ApiError::invalid(
+            "nominal_gpus",
+            format!("{pool} has {capacity} GPUs; a nominal quota can be 0 to {capacity}"),
+        ));
+    }
+    if quota.borrowing_limit.is_some_and(|b| b > capacity) {
+        return Err(ApiError::invalid(
+            "borrowing_limit_gpus",
+            format!("{pool} has {capacity} GPUs; a borrowing limit can be 0 to {capacity}, or null for no limit"),
+        ));
+    }
+    if quota.lending_limit.is_some_and(|l| l > quota.nominal) {
+        return Err(ApiError::invalid(
+            "lending_limit_gpus",
+            format!(
+                "a lending limit can be 0 to the nominal quota ({} GPUs), or null to lend all of it",
+                quota.nominal
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub fn internal(e: impl std::fmt::Display) -> ApiError {
     let id = current_request_id();
     tracing::error!(request_id = %id, error = %e, "internal error");
@@ -917,18 +948,6 @@ impl Portal {
             )));
         };
         let capacity = p.nodes * app::model::GPUS_PER_NODE;
-        if quota.nominal > capacity {
-            return Err(ApiError::invalid(
-                "nominal_gpus",
-                format!("{pool} has {capacity} GPUs; a nominal quota can be 0 to {capacity}"),
-            ));
-        }
-        if quota.borrowing_limit.is_some_and(|b| b > capacity) {
-            return Err(ApiError::invalid(
-                "borrowing_limit_gpus",
-                format!("{pool} has {capacity} GPUs; a borrowing limit can be 0 to {capacity}, or null for no limit"),
-            ));
-        }
         let _one_at_a_time = self.quota_edits.lock().await;
         let Some((before, version)) = self.db.quota(team, pool).await? else {
             return Err(ApiError::not_found(format!(
@@ -942,15 +961,7 @@ impl Portal {
         }
         // Fields the edit leaves out keep their stored values.
         let quota = quota.apply(&before);
-        if quota.lending_limit.is_some_and(|l| l > quota.nominal) {
-            return Err(ApiError::invalid(
-                "lending_limit_gpus",
-                format!(
-                    "a lending limit can be 0 to the nominal quota ({} GPUs), or null to lend all of it",
-                    quota.nominal
-                ),
-            ));
-        }
+        check_quota(pool, capacity, &quota)?;
         let now = self.cluster.now();
         // The audit log records when people acted: real time, not the (sim) cluster clock.
         let mut audit = crate::db::AuditEntry::new(
@@ -1022,7 +1033,12 @@ impl Portal {
             return Err(ApiError::forbidden("only admins preview quota changes"));
         }
         let started = std::time::Instant::now();
-        let pools = crate::cluster::PoolSpec::from_rows(self.db.list_pools().await?, &[]);
+        let rows = self.db.list_pools().await?;
+        let capacity_of = |pool: &str| {
+            rows.iter()
+                .find(|p| p.name == pool)
+                .map(|p| p.nodes * app::model::GPUS_PER_NODE)
+        };
         let current: Vec<(String, String, crate::cluster::QuotaSpec)> = self
             .db
             .list_quotas()
@@ -1033,7 +1049,12 @@ impl Portal {
         let mut draft = current.clone();
         for (team, pool, q) in changes {
             match draft.iter_mut().find(|(t, p, _)| *t == team && *p == pool) {
-                Some(slot) => slot.2 = q.apply(&slot.2),
+                Some(slot) => {
+                    let quota = q.apply(&slot.2);
+                    let capacity = capacity_of(&pool).unwrap_or(0);
+                    check_quota(&pool, capacity, &quota)?;
+                    slot.2 = quota;
+                }
                 None => {
                     return Err(ApiError::invalid(
                         "changes",
@@ -1042,6 +1063,7 @@ impl Portal {
                 }
             }
         }
+        let pools = crate::cluster::PoolSpec::from_rows(rows, &[]);
         let to = self.cluster.now();
         let from = to - chrono::Duration::days(days);
         let trace: Vec<crate::whatif::TraceJob> = self

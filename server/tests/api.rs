@@ -496,6 +496,27 @@ async fn quota_preview_replays_real_launches_under_the_draft(t: Target) {
             "changes",
         ),
         (json!({"changes": [], "days": 400}), "days"),
+        // Validated exactly as a save: the largest u32 once overflowed in the admission code.
+        (
+            json!({"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": 4294967295u64}]}),
+            "nominal_gpus",
+        ),
+        (
+            json!({"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": 1000}]}),
+            "nominal_gpus",
+        ),
+        (
+            json!({"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": 64, "borrowing_limit_gpus": 4294967295u64}]}),
+            "borrowing_limit_gpus",
+        ),
+        (
+            json!({"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": 8, "lending_limit_gpus": 16}]}),
+            "lending_limit_gpus",
+        ),
+        (
+            json!({"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": 8, "queueing_strategy": "LIFO"}]}),
+            "queueing_strategy",
+        ),
     ] {
         let (status, err) = carol.post("/api/v1/quotas/preview", bad.clone()).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {err}");
