@@ -931,12 +931,25 @@ impl Cohort {
     /// done so far. A workload that needs preemption only evicts its victims in this cycle
     /// (it is admitted in a later one, once they are gone), and a workload admitted in a
     /// cycle is never a victim in the same cycle: victims are chosen at nomination.
-    pub fn schedule(&mut self, heads: &[Candidate], at: DateTime<Utc>) -> Cycle {
+    ///
+    /// Workloads in `preemptors` (waiting for their victims to go) are taken first, as with
+    /// Kueue's `PrioritizePreemptorWorkloads` gate: Kueue's evictions take time, the sim's
+    /// none, and without it a borrower of higher priority can take the quota a preemptor
+    /// freed, be reclaimed, and take it again, without end (Kueue's "quota stealing and
+    /// thrashing", which that gate exists to prevent).
+    pub fn schedule(
+        &mut self,
+        heads: &[Candidate],
+        preemptors: &[Option<Wid>],
+        at: DateTime<Utc>,
+    ) -> Cycle {
+        let waiting = |c: &Candidate| preemptors.get(c.team).is_some_and(|p| *p == Some(c.id));
         let mut entries: Vec<(&Candidate, Mode)> =
             heads.iter().map(|c| (c, self.nominate(c))).collect();
         entries.sort_by(|(a, ma), (b, mb)| {
-            ma.borrows()
-                .cmp(&mb.borrows())
+            waiting(b)
+                .cmp(&waiting(a))
+                .then(ma.borrows().cmp(&mb.borrows()))
                 .then(b.priority.cmp(&a.priority))
                 .then(a.submitted_at.cmp(&b.submitted_at))
                 .then(a.id.cmp(&b.id))
@@ -1070,6 +1083,7 @@ impl Cohort {
         let mut out = Vec::new();
         let mut failed: Vec<u32> = vec![u32::MAX; self.teams.len()];
         let mut preemptors: Vec<Option<Wid>> = vec![None; self.teams.len()];
+        let mut returning: Vec<Candidate> = Vec::new();
         // Each productive cycle admits, evicts or sets one head aside: bounded by the queue.
         let mut budget = 4 * (queue.len() + self.admitted.len()) + 16;
         loop {
@@ -1084,7 +1098,7 @@ impl Cohort {
             }
             budget -= 1;
             let cycle = if preemption {
-                self.schedule(&heads, at)
+                self.schedule(&heads, &preemptors, at)
             } else {
                 self.schedule_without_preemption(&heads, at)
             };
@@ -1103,15 +1117,17 @@ impl Cohort {
                     preemptors[c.team] = Some(id);
                 }
             }
-            for a in cycle.evicted {
-                queue.push(Candidate {
-                    id: a.id,
-                    team: a.team,
-                    gpus: a.gpus,
-                    priority: a.priority,
-                    submitted_at: a.submitted_at,
-                });
-            }
+            // An evicted workload is queued again once it is gone: Kueue's evictions take
+            // time, so it is not back in line in the instant it was evicted. In the sim the
+            // instant is this settle; without the pause a victim could be taken back in and
+            // evicted again at the same moment, without end.
+            returning.extend(cycle.evicted.into_iter().map(|a| Candidate {
+                id: a.id,
+                team: a.team,
+                gpus: a.gpus,
+                priority: a.priority,
+                submitted_at: a.submitted_at,
+            }));
             for (id, cause) in cycle.preempted {
                 out.push(Decision::Evict(id, cause));
             }
@@ -1137,6 +1153,9 @@ impl Cohort {
             if !productive {
                 break;
             }
+        }
+        for c in returning {
+            queue.push(c);
         }
         out
     }

@@ -622,7 +622,7 @@ fn a_cycle_never_admits_and_evicts_the_same_workload() {
         .queued("vision-borrow", "vision", 32)
         .queued("nlp-reclaim", "nlp", 16);
     let heads = s.co.heads(&s.queue, &[], &[]);
-    let cycle = s.co.schedule(&heads, at);
+    let cycle = s.co.schedule(&heads, &[], at);
     let admitted: Vec<String> = cycle.admitted.iter().map(|(id, _)| s.name(*id)).collect();
     assert_eq!(admitted, ["nlp-reclaim"]);
     assert!(cycle.preempted.is_empty());
@@ -644,7 +644,7 @@ fn a_cycle_never_admits_and_evicts_the_same_workload() {
     let s = s.queued("nlp-reclaim", "nlp", 16);
     let mut s = s;
     let heads = s.co.heads(&s.queue, &[], &[]);
-    let first = s.co.schedule(&heads, at);
+    let first = s.co.schedule(&heads, &[], at);
     assert!(
         first.admitted.is_empty(),
         "the preemptor waits for its victims"
@@ -667,7 +667,7 @@ fn a_cycle_never_admits_and_evicts_the_same_workload() {
         });
     }
     let heads = s.co.heads(&s.queue, &[], &[]);
-    let second = s.co.schedule(&heads, at);
+    let second = s.co.schedule(&heads, &[], at);
     assert_eq!(
         second
             .admitted
