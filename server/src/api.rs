@@ -54,7 +54,10 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
             .headers()
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("application/json"));
+            // The media type, case-insensitive, parameters allowed (`application/jsonx` is not
+            // JSON).
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
         if !json_type {
             return Err(ApiFailure(ApiError::bad_request(
                 "send the body as JSON with Content-Type: application/json",
@@ -71,8 +74,14 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
             }
         })?;
         let de = &mut serde_json::Deserializer::from_slice(&bytes);
-        match serde_path_to_error::deserialize::<_, T>(de) {
-            Ok(v) => Ok(ApiJson(v)),
+        match serde_path_to_error::deserialize::<_, T>(&mut *de) {
+            // Nothing may follow the value (`{…}this is not JSON` was once taken).
+            Ok(v) => match de.end() {
+                Ok(()) => Ok(ApiJson(v)),
+                Err(e) => Err(ApiFailure(ApiError::bad_request(format!(
+                    "malformed JSON: {e}"
+                )))),
+            },
             Err(e) => {
                 let path = e.path().to_string();
                 let inner = e.into_inner();

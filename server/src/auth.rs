@@ -372,10 +372,12 @@ fn bearer(headers: &HeaderMap) -> Option<Result<&str, ApiError>> {
         )
     };
     Some(
+        // The scheme is case-insensitive (RFC 6750, RFC 9110 §11.1).
         v.to_str()
             .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim())
             .filter(|t| !t.is_empty())
             .ok_or_else(bad),
     )

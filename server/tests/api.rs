@@ -230,6 +230,7 @@ on_both!(
     quota_lending_limit_and_queue_order_are_set_checked_and_audited,
     a_job_larger_than_the_quota_is_accepted_and_waits_saying_why,
     sign_in_follows_only_paths_of_our_own,
+    json_bodies_are_parsed_strictly,
     kube_back_end_keeps_serving_while_the_api_server_is_down,
     quota_api_checks_values_refuses_stale_edits_and_audits,
     quota_preview_replays_real_launches_under_the_draft,
@@ -1067,6 +1068,68 @@ async fn sign_in_follows_only_paths_of_our_own(t: Target) {
     // Percent-encoded, the tab and the slashes stay inside a path of ours.
     assert_eq!(login("/%09/evil.example").await, "/%09/evil.example");
     assert_eq!(login("/%2F%2Fevil.example").await, "/%2F%2Fevil.example");
+    finish(app, db).await;
+}
+
+/// A body is one JSON value with a JSON media type, nothing after it; the token scheme is
+/// case-insensitive.
+async fn json_bodies_are_parsed_strictly(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let body = br#"{"template": "llama-3.1-8b-fsdp", "gpus": 8}"#.to_vec();
+    let mut trailing = body.clone();
+    trailing.extend_from_slice(b"this is not JSON");
+    let (status, err) = alice
+        .post_raw("/api/v1/jobs", "application/json", trailing)
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("trailing"),
+        "{err}"
+    );
+    let (status, err) = alice
+        .post_raw("/api/v1/jobs", "application/jsonx", body.clone())
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    let (_, jobs) = alice.get("/api/v1/jobs").await;
+    assert_eq!(
+        jobs.as_array().unwrap().len(),
+        0,
+        "nothing was launched: {jobs}"
+    );
+    let (status, job) = alice
+        .post_raw(
+            "/api/v1/jobs",
+            "Application/JSON; charset=utf-8",
+            body.clone(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{job}");
+
+    let (_, tok) = alice
+        .post("/api/v1/tokens", json!({ "name": "scheme" }))
+        .await;
+    let token = tok["token"].as_str().unwrap().to_string();
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let res = reqwest::Client::new()
+            .get(format!("{}/api/v1/me", app.base))
+            .header("Authorization", format!("{scheme} {token}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{scheme}");
+    }
+    let res = reqwest::Client::new()
+        .get(format!("{}/api/v1/me", app.base))
+        .header("Authorization", format!("Basic {token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
     finish(app, db).await;
 }
 
