@@ -1,13 +1,16 @@
 //! Integration tests: the real server on port 0, against SQLite and against Postgres (a fresh
 //! database per test on the server at 127.0.0.1:5432), driven over HTTP like any client.
 
-use gantry::config::{ClockMode, Config};
+use gantry::config::Config;
 use gantry::startup::{leptos_options, start, Running};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 #[path = "support/session.rs"]
 mod session;
+#[path = "support/config.rs"]
+mod test_config;
+use test_config::test_config as config;
 
 #[derive(Clone, Copy, Debug)]
 enum Target {
@@ -77,16 +80,6 @@ async fn fresh_database(target: Target) -> Database {
             }
         }
     }
-}
-
-fn config(url: &str) -> Config {
-    let mut c = Config::default();
-    c.server.addr = "127.0.0.1:0".parse().unwrap();
-    c.database.url = url.to_string().into();
-    c.sim.clock = ClockMode::Manual;
-    c.demo.jobs = false;
-    c.demo.history = false;
-    c
 }
 
 struct App {

@@ -13,7 +13,6 @@
 use std::collections::{HashMap, HashSet};
 
 use gantry::cluster::WorkloadPhase;
-use gantry::config::{ClockMode, Config};
 use gantry::startup::{leptos_options, start, Running};
 use proptest::prelude::*;
 use reqwest::StatusCode;
@@ -21,6 +20,9 @@ use serde_json::{json, Value};
 
 #[path = "support/session.rs"]
 mod session;
+#[path = "support/config.rs"]
+mod test_config;
+use test_config::test_config as config;
 
 const TEAMS: [(&str, &str); 3] = [("nlp", "alice"), ("vision", "dave"), ("speech", "erin")];
 const POOLS: [&str; 2] = ["hgx-h100", "hgx-h200"];
@@ -65,16 +67,6 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (1..240u32).prop_map(Op::Advance),
         1 => Just(Op::Restart),
     ]
-}
-
-fn config(url: &str) -> Config {
-    let mut c = Config::default();
-    c.server.addr = "127.0.0.1:0".parse().unwrap();
-    c.database.url = url.to_string().into();
-    c.sim.clock = ClockMode::Manual;
-    c.demo.jobs = false;
-    c.demo.history = false;
-    c
 }
 
 struct World {
