@@ -42,8 +42,9 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 
-# Each test in its own process (cargo-nextest; see .config/nextest.toml): several servers in
-# one test process once left a server-rendered page hanging (kube back end, 2 runs in 6).
+# cargo-nextest (see .config/nextest.toml): a test that hangs is ended and named. Several
+# servers in one process once left a page hanging (leptos' process-wide resource flag while a
+# route list is built; fixed in startup::route_list, shown by tests/pages_kube.rs).
 unit:
 	cargo nextest run --workspace
 
