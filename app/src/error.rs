@@ -15,6 +15,10 @@ pub enum ErrorCode {
     PayloadTooLarge,
     /// A conditional request without its condition (`If-Match`).
     PreconditionRequired,
+    /// The request's body did not arrive in time.
+    Timeout,
+    /// Over a per-user limit (live streams); try again later.
+    TooManyRequests,
     /// The request was read but a value is not accepted.
     Invalid,
     /// Something broke on our side; the message carries only a request id.
@@ -89,6 +93,8 @@ impl ApiError {
             ErrorCode::Conflict => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::PreconditionRequired => 428,
+            ErrorCode::Timeout => 408,
+            ErrorCode::TooManyRequests => 429,
             ErrorCode::Invalid => 422,
             ErrorCode::Internal => 500,
         }

@@ -13,11 +13,10 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use http::{HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use tokio_stream::wrappers::{BroadcastStream, IntervalStream};
 
 use crate::auth::{ApiViewer, Authenticated, Via};
 use crate::startup::AppState;
@@ -678,44 +677,104 @@ async fn sim_advance(
 
 /// `GET /api/v1/events`: server-sent events. The viewer's teams' job changes carry the job
 /// id; other teams' changes only say which pool moved (queue positions may have changed).
+///
+/// Who holds the stream is asked again every [`RECHECK`]: after a sign-out, a revoked token
+/// or the end of the session's lifetime the stream sends an `end` event and closes (the
+/// viewer's teams are read again too, so a change of team applies within seconds). A user
+/// holds at most `server.max_streams_per_user` streams; one more is a 429.
 async fn events(
     State(state): State<AppState>,
-    ApiViewer(v): ApiViewer,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    crate::auth::Held(viewer, credential): crate::auth::Held,
+) -> ApiResult<Response> {
+    let Some(slot) = state
+        .streams
+        .take(&viewer.user, state.config.server.max_streams_per_user)
+    else {
+        let mut res = ApiFailure(ApiError::new(
+            ErrorCode::TooManyRequests,
+            format!(
+                "you already hold {} live streams; close a tab and try again",
+                state.config.server.max_streams_per_user
+            ),
+        ))
+        .into_response();
+        res.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("5"),
+        );
+        return Ok(res);
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Event>(64);
+    tokio::spawn(stream_events(state, viewer, credential, slot, tx));
+    let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, Infallible>);
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+/// How often a live stream asks again whether its holder may still see it (and ticks).
+const RECHECK: Duration = Duration::from_secs(2);
+
+async fn stream_events(
+    state: AppState,
+    mut viewer: app::model::Viewer,
+    credential: crate::auth::Credential,
+    _slot: crate::auth::StreamSlot,
+    tx: tokio::sync::mpsc::Sender<Event>,
+) {
+    use tokio::sync::broadcast::error::RecvError;
     let portal = state.portal.clone();
-    let clock = state.portal.clone();
-    let changes = BroadcastStream::new(portal.subscribe_live()).map(move |msg| {
-        match msg {
-            Ok(c) if v.is_admin || v.is_member_of(&c.team) => LiveEvent::Job {
-                job_id: c.job_id,
-                pool: c.pool,
-                state: c.state,
-                now: c.at,
+    let mut live = portal.subscribe_live();
+    let mut every = tokio::time::interval(RECHECK);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let event = tokio::select! {
+            msg = live.recv() => match msg {
+                Ok(c) if viewer.is_admin || viewer.is_member_of(&c.team) => LiveEvent::Job {
+                    job_id: c.job_id,
+                    pool: c.pool,
+                    state: c.state,
+                    now: c.at,
+                },
+                Ok(c) => LiveEvent::Job {
+                    job_id: String::new(),
+                    pool: c.pool,
+                    state: c.state,
+                    now: c.at,
+                },
+                // Missed some: a pool-less change makes the page refetch everything.
+                Err(RecvError::Lagged(_)) => LiveEvent::Job {
+                    job_id: String::new(),
+                    pool: String::new(),
+                    state: JobState::Queued,
+                    now: app::backend::Backend::now(&*portal),
+                },
+                Err(RecvError::Closed) => return,
             },
-            Ok(c) => LiveEvent::Job {
-                job_id: String::new(),
-                pool: c.pool,
-                state: c.state,
-                now: c.at,
-            },
-            // Missed some: a pool-less change makes the page refetch everything.
-            Err(_) => LiveEvent::Job {
-                job_id: String::new(),
-                pool: String::new(),
-                state: JobState::Queued,
-                now: app::backend::Backend::now(&*clock),
-            },
+            _ = every.tick() => {
+                match credential.recheck(&state).await {
+                    Ok(Some(v)) => viewer = v,
+                    Ok(None) => {
+                        tracing::info!(user = %viewer.user, "live stream ended: signed out, revoked or expired");
+                        let end = Event::default().event("end").data(r#"{"reason":"signed_out"}"#);
+                        let _ = tx.send(end).await;
+                        return;
+                    }
+                    // The database did not answer: keep the stream, ask again next time.
+                    Err(e) => tracing::warn!(error = %e, "live stream: could not check its holder"),
+                }
+                LiveEvent::Tick {
+                    now: app::backend::Backend::now(&*portal),
+                }
+            }
+            // The client went away.
+            _ = tx.closed() => return,
+        };
+        let data = serde_json::to_string(&event).unwrap_or_default();
+        if tx.send(Event::default().data(data)).await.is_err() {
+            return;
         }
-    });
-    let clock = state.portal.clone();
-    let ticks = IntervalStream::new(tokio::time::interval(Duration::from_secs(2))).map(move |_| {
-        LiveEvent::Tick {
-            now: app::backend::Backend::now(&*clock),
-        }
-    });
-    let stream = futures::stream::select(changes, ticks)
-        .map(|e| Ok(Event::default().data(serde_json::to_string(&e).unwrap_or_default())));
-    Sse::new(stream).keep_alive(KeepAlive::default())
+    }
 }
 
 async fn list_tokens(

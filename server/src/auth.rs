@@ -433,6 +433,134 @@ impl FromRequestParts<AppState> for ApiViewer {
     }
 }
 
+// ---- long-lived requests --------------------------------------------------------------------
+
+/// What proved who holds a long-lived request (the live stream), kept so that it can be asked
+/// again while the request lasts: a sign-out, a revoked token or the end of the session's
+/// lifetime must end the stream too, not only refuse the next request.
+pub enum Credential {
+    Session {
+        id: tower_sessions::session::Id,
+        user: String,
+    },
+    /// The token itself; never logged (no `Debug`).
+    Token(String),
+}
+
+/// Like [`ApiViewer`], with the [`Credential`] to check again later.
+pub struct Held(pub app::model::Viewer, pub Credential);
+
+impl FromRequestParts<AppState> for Held {
+    type Rejection = ApiFailure;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        if let Some(token) = bearer(&parts.headers) {
+            let token = token?;
+            let v = state.portal.viewer_by_token(token).await?;
+            return Ok(Held(v, Credential::Token(token.to_string())));
+        }
+        let session = Session::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiFailure(ApiError::unauthorized()))?;
+        let user = session_user(&session, state.portal.session_limits())
+            .await?
+            .ok_or_else(|| ApiFailure(ApiError::unauthorized()))?;
+        let id = session
+            .id()
+            .ok_or_else(|| ApiFailure(ApiError::unauthorized()))?;
+        match state.portal.viewer_by_id(&user).await? {
+            Some(v) => Ok(Held(v, Credential::Session { id, user })),
+            None => Err(ApiFailure(ApiError::unauthorized())),
+        }
+    }
+}
+
+impl Credential {
+    /// The viewer as of now, or `None` when the credential no longer holds: the session was
+    /// signed out (gone from the store), expired (idle or absolute lifetime) or now belongs
+    /// to nobody; the token was revoked or its user removed. An error is a failure to ask
+    /// (the database), not an answer.
+    pub async fn recheck(&self, state: &AppState) -> Result<Option<app::model::Viewer>, ApiError> {
+        match self {
+            Credential::Token(token) => match state.portal.viewer_by_token(token).await {
+                Ok(v) => Ok(Some(v)),
+                Err(e) if e.code == ErrorCode::Unauthorized => Ok(None),
+                Err(e) => Err(e),
+            },
+            Credential::Session { id, user } => {
+                use tower_sessions::SessionStore;
+                // The store's load answers only unexpired records (idle expiry).
+                let Some(record) = state
+                    .sessions
+                    .load(id)
+                    .await
+                    .map_err(crate::service::internal)?
+                else {
+                    return Ok(None);
+                };
+                let same_user = record.data.get(USER_KEY).and_then(|u| u.as_str()) == Some(user);
+                let limit = state.portal.session_limits().absolute.num_milliseconds();
+                let within = record
+                    .data
+                    .get(SIGNED_IN_KEY)
+                    .and_then(|t| t.as_i64())
+                    .is_some_and(|at| Utc::now().timestamp_millis() - at <= limit);
+                if !(same_user && within) {
+                    return Ok(None);
+                }
+                state.portal.viewer_by_id(user).await
+            }
+        }
+    }
+}
+
+/// How many live streams each user holds, so one user cannot hold the server's connections
+/// (`server.max_streams_per_user`).
+#[derive(Default)]
+pub struct StreamSlots(std::sync::Mutex<std::collections::HashMap<String, usize>>);
+
+/// One held stream; dropping it frees the slot.
+pub struct StreamSlot {
+    slots: std::sync::Arc<StreamSlots>,
+    user: String,
+}
+
+impl StreamSlots {
+    /// A slot for `user`, or `None` when they already hold `max`.
+    pub fn take(self: &std::sync::Arc<Self>, user: &str, max: usize) -> Option<StreamSlot> {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let n = held.entry(user.to_string()).or_default();
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(StreamSlot {
+            slots: self.clone(),
+            user: user.to_string(),
+        })
+    }
+
+    pub fn held(&self, user: &str) -> usize {
+        let held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        held.get(user).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut held = self.slots.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.user) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                held.remove(&self.user);
+            }
+        }
+    }
+}
+
 // ---- cross-site request forgery -----------------------------------------------------------
 
 /// Refuses a state-changing request a browser sent from another origin. Cookies are
@@ -463,7 +591,8 @@ pub async fn csrf_guard(
         .oidc
         .as_ref()
         .and_then(|o| origin_of(&o.redirect_url));
-    match same_origin(req.headers(), public.as_deref()) {
+    let trust_forwarded = crate::request_id::from_trusted_proxy(req.extensions());
+    match same_origin(req.headers(), public.as_deref(), trust_forwarded) {
         Ok(()) => next.run(req).await,
         Err(why) => {
             tracing::warn!(method = %req.method(), path = %req.uri().path(), %why, "cross-site request refused");
@@ -481,13 +610,23 @@ fn origin_of(url: &str) -> Option<String> {
 }
 
 /// `Ok` when the browser says the request comes from this server's own pages.
-pub fn same_origin(headers: &HeaderMap, public_origin: Option<&str>) -> Result<(), String> {
+/// `X-Forwarded-Host` counts only when `trust_forwarded` (the request came from a trusted
+/// proxy, `server.trusted_proxies`); anyone else could name any host in it.
+pub fn same_origin(
+    headers: &HeaderMap,
+    public_origin: Option<&str>,
+    trust_forwarded: bool,
+) -> Result<(), String> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     if let Some(origin) = header("origin") {
         let authority = origin
             .strip_prefix("https://")
             .or_else(|| origin.strip_prefix("http://"));
-        let hosts = [header("x-forwarded-host"), header("host")];
+        let forwarded = header("x-forwarded-host")
+            .filter(|_| trust_forwarded)
+            .and_then(|v| v.split(',').next())
+            .map(str::trim);
+        let hosts = [forwarded, header("host")];
         let ok = public_origin == Some(origin)
             || authority.is_some_and(|a| hosts.iter().flatten().any(|h| h == &a));
         return if ok {
@@ -620,8 +759,29 @@ mod tests {
             (&[("host", "127.0.0.1:3000")], true),
         ];
         for (h, ok) in cases {
-            assert_eq!(same_origin(&headers(h), public).is_ok(), *ok, "{h:?}");
+            for trust in [false, true] {
+                assert_eq!(
+                    same_origin(&headers(h), public, trust).is_ok(),
+                    *ok,
+                    "{h:?}"
+                );
+            }
         }
+        // Behind a proxy with no public origin configured: its `X-Forwarded-Host` is believed
+        // only when the proxy is trusted; from anyone else it proves nothing.
+        let proxied = headers(&[
+            ("host", "svc:3000"),
+            ("x-forwarded-host", "gantry.example.com"),
+            ("origin", "https://gantry.example.com"),
+        ]);
+        assert!(same_origin(&proxied, None, true).is_ok());
+        assert!(same_origin(&proxied, None, false).is_err());
+        let forged = headers(&[
+            ("host", "127.0.0.1:3000"),
+            ("x-forwarded-host", "evil.example"),
+            ("origin", "https://evil.example"),
+        ]);
+        assert!(same_origin(&forged, None, false).is_err());
     }
 
     #[test]

@@ -104,6 +104,41 @@ pub struct ServerConfig {
     pub addr: SocketAddr,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// A client must send a request's whole header within this many seconds, or the
+    /// connection is closed (slowloris). Hyper starts this clock again when a kept-alive
+    /// connection waits for its next request.
+    pub header_read_timeout_s: f64,
+    /// A request's whole body must arrive within this many seconds of its header (408).
+    pub body_timeout_s: f64,
+    /// A connection on which no byte moves either way for this long is closed: an idle
+    /// keep-alive connection, a client that stopped reading its response.
+    pub idle_timeout_s: f64,
+    /// Live event streams (`/api/v1/events`) one user may hold at once; one more is a 429.
+    pub max_streams_per_user: usize,
+    /// Reverse proxies whose `X-Forwarded-For` and `X-Forwarded-Host` are believed, as
+    /// CIDRs (`10.0.0.0/8`, `::1/128`) or single addresses. Empty (the default): forwarded
+    /// headers count from nobody; the socket's peer is the client, and the cross-site check
+    /// compares with `Host` and the configured public origin.
+    pub trusted_proxies: Vec<String>,
+}
+
+impl ServerConfig {
+    /// The parsed `trusted_proxies` (checked by [`Config::validate`]; a bad entry is skipped).
+    pub fn trusted_proxy_nets(&self) -> Vec<ipnet::IpNet> {
+        self.trusted_proxies
+            .iter()
+            .filter_map(|s| parse_net(s).ok())
+            .collect()
+    }
+}
+
+/// A CIDR, or one address as a /32 (/128).
+fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
+    let s = s.trim();
+    s.parse::<ipnet::IpNet>()
+        .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map(|n| n.trunc())
+        .map_err(|_| format!("'{s}' is not a CIDR (10.0.0.0/8) or an IP address"))
 }
 
 #[derive(Clone, Serialize, Deserialize)]
@@ -359,6 +394,11 @@ impl Default for Config {
             server: ServerConfig {
                 addr: "127.0.0.1:3000".parse().expect("static address"),
                 max_body_bytes: 64 * 1024,
+                header_read_timeout_s: 10.0,
+                body_timeout_s: 30.0,
+                idle_timeout_s: 120.0,
+                max_streams_per_user: 8,
+                trusted_proxies: Vec::new(),
             },
             database: DatabaseConfig {
                 url: SecretString::from("sqlite://gantry.db?mode=rwc"),
@@ -465,6 +505,35 @@ impl Config {
                     self.sim.time_scale
                 ),
             });
+        }
+        for (key, v) in [
+            (
+                "server.header_read_timeout_s",
+                self.server.header_read_timeout_s,
+            ),
+            ("server.body_timeout_s", self.server.body_timeout_s),
+            ("server.idle_timeout_s", self.server.idle_timeout_s),
+        ] {
+            if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
+                return Err(ConfigError::Invalid {
+                    key,
+                    message: format!(
+                        "must be a number of seconds above 0 and at most 86400, got {v}"
+                    ),
+                });
+            }
+        }
+        if self.server.max_streams_per_user == 0 {
+            return Err(ConfigError::Invalid {
+                key: "server.max_streams_per_user",
+                message: "must be at least 1".into(),
+            });
+        }
+        for p in &self.server.trusted_proxies {
+            parse_net(p).map_err(|message| ConfigError::Invalid {
+                key: "server.trusted_proxies",
+                message,
+            })?;
         }
         if self.database.max_connections == 0 {
             return Err(ConfigError::Invalid {
@@ -658,6 +727,40 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("database.url"), "{e}");
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail decides the error type
+    fn trusted_proxies_and_timeouts_are_checked() {
+        assert!(
+            with(&[]).unwrap().server.trusted_proxies.is_empty(),
+            "nobody by default"
+        );
+        let e = with(&[("server.header_read_timeout_s", "0")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("server.header_read_timeout_s"), "{e}");
+        let e = with(&[("server.max_streams_per_user", "0")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("server.max_streams_per_user"), "{e}");
+        figment::Jail::expect_with(|jail| {
+            jail.set_env(
+                "GANTRY__SERVER__TRUSTED_PROXIES",
+                "[10.0.0.0/8, \"::1\", 192.168.1.7]",
+            );
+            let c = Config::load().map_err(|e| e.to_string())?;
+            let nets = c.server.trusted_proxy_nets();
+            assert_eq!(nets.len(), 3);
+            assert!(nets[0].contains(&"10.1.2.3".parse::<std::net::IpAddr>().unwrap()));
+            assert!(nets[1].contains(&"::1".parse::<std::net::IpAddr>().unwrap()));
+            assert!(nets[2].contains(&"192.168.1.7".parse::<std::net::IpAddr>().unwrap()));
+            assert!(!nets[2].contains(&"192.168.1.8".parse::<std::net::IpAddr>().unwrap()));
+            jail.set_env("GANTRY__SERVER__TRUSTED_PROXIES", "[10.0.0.0/33]");
+            let e = Config::load().unwrap_err().to_string();
+            assert!(e.contains("server.trusted_proxies"), "{e}");
+            Ok(())
+        });
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod oidc;
 pub mod reconciler;
 pub mod request_id;
 pub mod seed;
+pub mod serve;
 pub mod service;
 pub mod session_store;
 pub mod startup;

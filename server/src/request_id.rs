@@ -11,19 +11,60 @@ tokio::task_local! {
     static CLIENT_ADDR: Option<String>;
 }
 
-/// The client's address for the audit log: the first `X-Forwarded-For` hop behind a proxy,
-/// else the peer address.
-pub fn client_addr_of(headers: &http::HeaderMap, extensions: &http::Extensions) -> Option<String> {
-    let forwarded = headers
-        .get("x-forwarded-for")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(',').next())
-        .map(|v| v.trim().to_string())
-        .filter(|v| !v.is_empty());
-    let peer = extensions
+/// The reverse proxies whose forwarded headers are believed (`server.trusted_proxies`), put
+/// on every request by the router.
+#[derive(Clone, Debug, Default)]
+pub struct TrustedProxies(pub std::sync::Arc<Vec<ipnet::IpNet>>);
+
+impl TrustedProxies {
+    pub fn trusts(&self, ip: std::net::IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.0.iter().any(|n| n.contains(&ip))
+    }
+}
+
+fn peer_of(extensions: &http::Extensions) -> Option<std::net::IpAddr> {
+    extensions
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip().to_string());
-    forwarded.or(peer)
+        .map(|c| c.0.ip().to_canonical())
+}
+
+/// Whether the request came straight from a trusted proxy, so that its `X-Forwarded-*`
+/// headers may be believed.
+pub fn from_trusted_proxy(extensions: &http::Extensions) -> bool {
+    let trusted = extensions.get::<TrustedProxies>();
+    match (trusted, peer_of(extensions)) {
+        (Some(t), Some(peer)) => t.trusts(peer),
+        _ => false,
+    }
+}
+
+/// The client's address for the audit log: the socket's peer, unless the peer is a trusted
+/// proxy; then `X-Forwarded-For` is read from the right (the hop our proxy appended) past
+/// every trusted proxy, and the first address not trusted is the client. A header from
+/// anyone else is ignored: whoever sends it could write any address.
+pub fn client_addr_of(headers: &http::HeaderMap, extensions: &http::Extensions) -> Option<String> {
+    let peer = peer_of(extensions)?;
+    if !from_trusted_proxy(extensions) {
+        return Some(peer.to_string());
+    }
+    let trusted = extensions
+        .get::<TrustedProxies>()
+        .cloned()
+        .unwrap_or_default();
+    let hops: Vec<std::net::IpAddr> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .map(|h| h.parse::<std::net::IpAddr>().map(|ip| ip.to_canonical()))
+        .collect::<Result<_, _>>()
+        // A hop that is not an address: believe nothing of the chain.
+        .unwrap_or_default();
+    let client = hops.iter().rev().find(|ip| !trusted.trusts(**ip));
+    // All hops trusted (or none): the leftmost is the furthest we know of.
+    Some(client.or(hops.first()).copied().unwrap_or(peer).to_string())
 }
 
 /// The address of the client of the request being served, when known.

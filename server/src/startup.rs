@@ -39,6 +39,10 @@ pub struct AppState {
     /// Single sign-on, when `[auth.oidc]` is configured.
     pub oidc: Option<Arc<crate::oidc::Oidc>>,
     pub leptos_options: LeptosOptions,
+    /// The session store, to ask again whether a long-lived request's session still holds.
+    pub sessions: DbSessionStore,
+    /// The live streams each user holds (`server.max_streams_per_user`).
+    pub streams: Arc<crate::auth::StreamSlots>,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -297,7 +301,7 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
 
     let store = DbSessionStore::connect(&url).await?;
     tasks.push(tokio::spawn(store.clone().delete_expired_forever()));
-    let sessions = SessionManagerLayer::new(store)
+    let sessions = SessionManagerLayer::new(store.clone())
         .with_name("gantry_session")
         .with_http_only(true)
         .with_same_site(SameSite::Lax)
@@ -328,24 +332,21 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         config: config.clone(),
         oidc,
         leptos_options: leptos_options.clone(),
+        sessions: store,
+        streams: Arc::default(),
     };
     let app = router(state, sessions);
 
     let listener = tokio::net::TcpListener::bind(config.server.addr).await?;
     let addr = listener.local_addr()?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        let serve = axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async {
-            let _ = rx.await;
-        });
-        if let Err(e) = serve.await {
-            tracing::error!(error = %e, "server stopped with an error");
-        }
-    });
+    let limits = crate::serve::ConnLimits {
+        header_read: Duration::from_secs_f64(config.server.header_read_timeout_s),
+        idle: Duration::from_secs_f64(config.server.idle_timeout_s),
+    };
+    let server = tokio::spawn(crate::serve::serve(listener, app, limits, async {
+        let _ = rx.await;
+    }));
     tracing::info!(%addr, database = %crate::config::redact_url(&url), clock = ?config.sim.clock, "Gantry is serving");
     Ok(Running {
         addr,
@@ -357,11 +358,27 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
     })
 }
 
+/// The page routes, built once per process. `generate_route_list` renders the app once with
+/// leptos_server's process-wide `SuppressResourceLoad` flag set, and a `Resource` first
+/// polled meanwhile by a page of *any* server in the process waits on `pending()` forever:
+/// the page never answers (leptos-rs/leptos#4773; several servers in one process, as the
+/// tests start, hit it). Built once, before the first server serves, nothing overlaps it.
+pub fn route_list() -> Vec<leptos_axum::AxumRouteListing> {
+    static ROUTES: std::sync::OnceLock<Vec<leptos_axum::AxumRouteListing>> =
+        std::sync::OnceLock::new();
+    ROUTES
+        .get_or_init(|| generate_route_list(app::app::App))
+        .clone()
+}
+
 fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Router {
-    let routes = generate_route_list(app::app::App);
+    let routes = route_list();
     let backend: SharedBackend = state.portal.clone();
     let leptos_options = state.leptos_options.clone();
     let max_body = state.config.server.max_body_bytes;
+    let body_timeout = Duration::from_secs_f64(state.config.server.body_timeout_s);
+    let trusted =
+        crate::request_id::TrustedProxies(Arc::new(state.config.server.trusted_proxy_nets()));
     let mut app = Router::new()
         .merge(crate::api::routes())
         .route("/auth/logout", post(crate::auth::logout));
@@ -389,6 +406,9 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
         crate::auth::csrf_guard,
     ))
     .layer(DefaultBodyLimit::max(max_body))
+    .layer(axum::middleware::from_fn(move |req, next| {
+        crate::serve::body_deadline(body_timeout, max_body, req, next)
+    }))
     .layer(sessions)
     .layer(
         TraceLayer::new_for_http()
@@ -402,6 +422,8 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
             }),
     )
     .layer(axum::middleware::from_fn(crate::request_id::middleware))
+    // Outermost: who the forwarded headers may be believed from, for every layer inside.
+    .layer(axum::Extension(trusted))
     .with_state(state)
 }
 

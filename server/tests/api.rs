@@ -233,6 +233,9 @@ on_both!(
     sessions_end_at_their_absolute_lifetime,
     sign_out_ends_the_session_on_the_server,
     sessions_end_after_their_idle_time,
+    live_streams_end_with_their_session_or_token,
+    live_streams_per_user_are_bounded,
+    forwarded_headers_count_only_from_trusted_proxies,
     a_later_sign_in_updates_the_user_and_replaces_their_teams,
     a_stalled_job_is_flagged_idle_for_its_owner_lead_and_admins,
     usage_counts_gpu_hours_from_admission_to_the_end,
@@ -2523,6 +2526,406 @@ async fn sessions_end_after_their_idle_time(t: Target) {
     // Then idle for longer than it: ended.
     tokio::time::sleep(std::time::Duration::from_millis(4500)).await;
     assert_eq!(me_with(&app, &cookie).await, StatusCode::UNAUTHORIZED);
+    finish(app, db).await;
+}
+
+/// Reads a server-sent event stream until it ends; `Err` with what came if it is still open
+/// after `within`.
+async fn read_until_closed(
+    mut res: reqwest::Response,
+    within: std::time::Duration,
+) -> Result<String, String> {
+    let mut text = String::new();
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, res.chunk()).await {
+            Ok(Ok(Some(bytes))) => text.push_str(&String::from_utf8_lossy(&bytes)),
+            Ok(Ok(None)) | Ok(Err(_)) => return Ok(text),
+            Err(_) => return Err(text),
+        }
+    }
+}
+
+async fn open_stream(app: &App, auth: (&str, &str)) -> reqwest::Response {
+    let res = reqwest::Client::new()
+        .get(format!("{}/api/v1/events", app.base))
+        .header(auth.0, auth.1)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    res
+}
+
+/// The live stream is asked again who holds it: it ends within seconds of a sign-out, of
+/// the revocation of the token it was opened with, and of the session's absolute lifetime,
+/// having carried the team's job ids until then.
+async fn live_streams_end_with_their_session_or_token(t: Target) {
+    use std::time::Duration;
+    let db = fresh_database(t).await;
+    let mut c = config(&db.url);
+    c.auth.session_absolute_minutes = 6.0 / 60.0;
+    let app = App::start_with(c).await;
+    let alice = app.client("alice").await;
+
+    // Sign-out. The stream first carries the id of a job alice's team launches.
+    let cookie = session_cookie(&app, "alice").await;
+    let mut stream = open_stream(&app, ("cookie", &cookie)).await;
+    let job = alice.launch(llama(8)).await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let mut seen = String::new();
+    while !seen.contains(&id) {
+        let chunk = tokio::time::timeout(Duration::from_secs(5), stream.chunk())
+            .await
+            .expect("the new job's id within 5 s")
+            .unwrap()
+            .expect("the stream is open");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let res = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .post(format!("{}/auth/logout", app.base))
+        .header(reqwest::header::COOKIE, &cookie)
+        .header("origin", &app.base)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    let rest = read_until_closed(stream, Duration::from_secs(5))
+        .await
+        .expect("the stream ends within 5 s of the sign-out");
+    assert!(rest.contains("event: end"), "{rest}");
+
+    // A revoked token.
+    let (s, created) = alice
+        .post("/api/v1/tokens", json!({ "name": "stream" }))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    let token = created["token"].as_str().unwrap().to_string();
+    let token_id = created["info"]["id"].as_str().unwrap().to_string();
+    let bearer = format!("Bearer {token}");
+    let stream = open_stream(&app, ("authorization", &bearer)).await;
+    let open = read_until_closed(stream, Duration::from_secs(3)).await;
+    assert!(open.is_err(), "a valid token's stream stays open: {open:?}");
+    let stream = open_stream(&app, ("authorization", &bearer)).await;
+    let res = alice
+        .http
+        .delete(format!("{}/api/v1/tokens/{token_id}", app.base))
+        .header("origin", &app.base)
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success(), "{}", res.status());
+    read_until_closed(stream, Duration::from_secs(5))
+        .await
+        .expect("the stream ends within 5 s of the revocation");
+
+    // The absolute lifetime (6 s here), however busy the stream is.
+    let cookie = session_cookie(&app, "alice").await;
+    let signed_in = tokio::time::Instant::now();
+    let stream = open_stream(&app, ("cookie", &cookie)).await;
+    read_until_closed(stream, Duration::from_secs(6 + 5))
+        .await
+        .expect("the stream ends within 5 s of the session's lifetime");
+    assert!(
+        signed_in.elapsed() >= Duration::from_secs(5),
+        "not before it"
+    );
+    finish(app, db).await;
+}
+
+/// One user holds at most `server.max_streams_per_user` live streams; one more is a 429 in
+/// the JSON error shape, other users are not affected, and a closed stream frees its slot.
+async fn live_streams_per_user_are_bounded(t: Target) {
+    use std::time::Duration;
+    let db = fresh_database(t).await;
+    let mut c = config(&db.url);
+    c.server.max_streams_per_user = 2;
+    let app = App::start_with(c).await;
+    let cookie = session_cookie(&app, "alice").await;
+    let first = open_stream(&app, ("cookie", &cookie)).await;
+    let _second = open_stream(&app, ("cookie", &cookie)).await;
+    let res = reqwest::Client::new()
+        .get(format!("{}/api/v1/events", app.base))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(res.headers().contains_key("retry-after"));
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "too_many_requests", "{body}");
+    let bob = session_cookie(&app, "bob").await;
+    let _bobs = open_stream(&app, ("cookie", &bob)).await;
+    drop(first);
+    let mut reopened = false;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let res = reqwest::Client::new()
+            .get(format!("{}/api/v1/events", app.base))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        if res.status() == StatusCode::OK {
+            reopened = true;
+            break;
+        }
+    }
+    assert!(reopened, "a closed stream frees its slot within 10 s");
+    finish(app, db).await;
+}
+
+/// Reads from a raw connection until the server closes it; `Err` if it is still open after
+/// `within`. What the server sent comes back either way.
+async fn closed_within(
+    conn: &mut tokio::net::TcpStream,
+    within: std::time::Duration,
+) -> Result<String, String> {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + within;
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout_at(deadline, conn.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return Ok(String::from_utf8_lossy(&got).into()),
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            Err(_) => return Err(String::from_utf8_lossy(&got).into()),
+        }
+    }
+}
+
+/// Slow clients are cut off: a header sent a byte at a time (slowloris) past the header-read
+/// timeout, a body that trickles in past the body timeout (408), a kept-alive connection
+/// idle past the idle timeout. Each would hold a connection forever without its timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_cut_off() {
+    use std::time::Duration;
+    use tokio::io::AsyncWriteExt;
+    let db = fresh_database(Target::Sqlite).await;
+    let mut c = config(&db.url);
+    c.server.header_read_timeout_s = 1.0;
+    c.server.body_timeout_s = 1.0;
+    c.server.idle_timeout_s = 30.0;
+    let app = App::start_with(c).await;
+    let addr = app.running.addr;
+
+    // Slowloris: a header line every 200 ms, never the blank line that ends the header.
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: gantry\r\n")
+        .await
+        .unwrap();
+    let (mut rd, mut wr) = conn.into_split();
+    let trickle = tokio::spawn(async move {
+        for i in 0..50 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            if wr
+                .write_all(format!("X-{i}: y\r\n").as_bytes())
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    let started = tokio::time::Instant::now();
+    let closed = {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 1024];
+        tokio::time::timeout(Duration::from_secs(4), async {
+            loop {
+                match rd.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await
+    };
+    assert!(
+        closed.is_ok(),
+        "a slowloris connection is closed within 4 s"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(800),
+        "not before the timeout"
+    );
+    trickle.abort();
+
+    // A body that trickles in: 408 in the JSON error shape, then the connection closes.
+    let alice = session_cookie(&app, "alice").await;
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /api/v1/jobs HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://{addr}\r\nCookie: {alice}\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{{"
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let (mut rd, mut wr) = conn.into_split();
+    let trickle = tokio::spawn(async move {
+        for _ in 0..50 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            if wr.write_all(b" ").await.is_err() {
+                return;
+            }
+        }
+    });
+    let answer = {
+        use tokio::io::AsyncReadExt;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        let _ = tokio::time::timeout(Duration::from_secs(4), async {
+            loop {
+                match rd.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+        })
+        .await;
+        String::from_utf8_lossy(&got).to_string()
+    };
+    trickle.abort();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains(r#""code":"timeout""#), "{answer}");
+    let (s, jobs) = reqwest::Client::new()
+        .get(format!("{}/api/v1/jobs", app.base))
+        .header("cookie", &alice)
+        .send()
+        .await
+        .map(|r| (r.status(), r))
+        .unwrap();
+    assert_eq!(s, StatusCode::OK);
+    let jobs: Value = jobs.json().await.unwrap();
+    assert_eq!(
+        jobs.as_array().map(Vec::len),
+        Some(0),
+        "the trickled launch made no job: {jobs}"
+    );
+    finish(app, db).await;
+
+    // Idle: one request answered on a kept-alive connection, then nothing either way. The
+    // header-read timeout is long here, so only the idle timeout can close it.
+    let db = fresh_database(Target::Sqlite).await;
+    let mut c = config(&db.url);
+    c.server.header_read_timeout_s = 60.0;
+    c.server.idle_timeout_s = 1.0;
+    let app = App::start_with(c).await;
+    let mut conn = tokio::net::TcpStream::connect(app.running.addr)
+        .await
+        .unwrap();
+    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: gantry\r\n\r\n")
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let got = closed_within(&mut conn, Duration::from_secs(4))
+        .await
+        .expect("an idle kept-alive connection is closed within 4 s");
+    assert!(got.starts_with("HTTP/1.1 200"), "answered first: {got}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(800),
+        "not before the timeout"
+    );
+    finish(app, db).await;
+}
+
+/// `X-Forwarded-For` and `X-Forwarded-Host` count only from `server.trusted_proxies`: from
+/// anyone else the audit log has the socket's peer and a forged host does not pass the
+/// cross-site check. From a trusted proxy the client is the last hop it did not add, so an
+/// address the client itself put in front is not believed.
+async fn forwarded_headers_count_only_from_trusted_proxies(t: Target) {
+    async fn sign_in_from(app: &App, xff: &str) -> StatusCode {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+            .post(format!("{}/auth/dev/login", app.base))
+            .header("x-forwarded-for", xff)
+            .form(&[("user", "carol")])
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+    /// The addresses of carol's sign-ins (an admin's are audited), sorted: entries at one
+    /// sim instant tie on time.
+    async fn sign_in_addresses(carol: &Client) -> Vec<String> {
+        let (s, log) = carol
+            .get("/api/v1/audit?action=auth.sign_in&actor=carol")
+            .await;
+        assert_eq!(s, StatusCode::OK, "{log}");
+        let mut a: Vec<String> = log
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["address"].as_str().unwrap_or("none").to_string())
+            .collect();
+        a.sort();
+        a
+    }
+    async fn post_from(app: &App, cookie: &str, origin: &str, fwd_host: &str) -> StatusCode {
+        reqwest::Client::new()
+            .post(format!("{}/api/v1/jobs", app.base))
+            .header("cookie", cookie)
+            .header("origin", origin)
+            .header("x-forwarded-host", fwd_host)
+            .json(&llama(8))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+
+    // Nobody trusted (the default).
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let carol = app.client("carol").await;
+    assert_eq!(
+        sign_in_from(&app, "203.0.113.9").await,
+        StatusCode::SEE_OTHER
+    );
+    assert_eq!(sign_in_addresses(&carol).await, ["127.0.0.1", "127.0.0.1"]);
+    let alice = session_cookie(&app, "alice").await;
+    assert_eq!(
+        post_from(&app, &alice, "https://evil.example", "evil.example").await,
+        StatusCode::FORBIDDEN
+    );
+    finish(app, db).await;
+
+    // The test client's address is the trusted proxy.
+    let db = fresh_database(t).await;
+    let mut c = config(&db.url);
+    c.server.trusted_proxies = vec!["127.0.0.0/8".into()];
+    let app = App::start_with(c).await;
+    let carol = app.client("carol").await;
+    assert_eq!(
+        sign_in_from(&app, "203.0.113.9").await,
+        StatusCode::SEE_OTHER
+    );
+    assert_eq!(
+        sign_in_addresses(&carol).await,
+        ["127.0.0.1", "203.0.113.9"]
+    );
+    // The client wrote 198.51.100.7 itself; the proxy appended what it saw.
+    assert_eq!(
+        sign_in_from(&app, "198.51.100.7, 203.0.113.10").await,
+        StatusCode::SEE_OTHER
+    );
+    assert_eq!(
+        sign_in_addresses(&carol).await,
+        ["127.0.0.1", "203.0.113.10", "203.0.113.9"]
+    );
+    let alice = session_cookie(&app, "alice").await;
+    assert_eq!(
+        post_from(
+            &app,
+            &alice,
+            "https://gantry.example.com",
+            "gantry.example.com"
+        )
+        .await,
+        StatusCode::CREATED
+    );
     finish(app, db).await;
 }
 
