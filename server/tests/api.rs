@@ -174,6 +174,33 @@ impl Client {
         (status, res.json().await.unwrap_or(Value::Null))
     }
 
+    /// Any request: the status, the body as JSON (`Null` if it is not JSON) and its
+    /// Content-Type.
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> (StatusCode, Value, String) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if let Some(b) = body {
+            req = req.body(b.to_vec());
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status();
+        let kind = res
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap_or_default().to_string())
+            .unwrap_or_default();
+        (status, res.json().await.unwrap_or(Value::Null), kind)
+    }
+
     async fn launch(&self, body: Value) -> Value {
         let (status, job) = self.post("/api/v1/jobs", body).await;
         assert_eq!(status, StatusCode::CREATED, "{job}");
@@ -187,6 +214,10 @@ impl Client {
         assert_eq!(status, StatusCode::OK, "{body}");
     }
 }
+
+/// One row of a table of requests: who sends it, the method, the path, the headers, the
+/// body, and the field the refusal must name.
+type Case<'a, S> = (&'a Client, &'a str, S, &'a [(&'a str, &'a str)], S, &'a str);
 
 fn llama(gpus: u32) -> Value {
     json!({ "template": "llama-3.1-8b-fsdp", "gpus": gpus, "pool": "hgx-h100" })
@@ -224,6 +255,7 @@ on_both!(
     a_job_larger_than_the_quota_is_accepted_and_waits_saying_why,
     sign_in_follows_only_paths_of_our_own,
     json_bodies_are_parsed_strictly,
+    json_errors_name_the_field_and_every_api_error_is_json,
     kube_back_end_keeps_serving_while_the_api_server_is_down,
     quota_api_checks_values_refuses_stale_edits_and_audits,
     quota_preview_replays_real_launches_under_the_draft,
@@ -1126,6 +1158,113 @@ async fn json_bodies_are_parsed_strictly(t: Target) {
     finish(app, db).await;
 }
 
+/// Duplicate keys (also inside `params`, a free map), missing fields and wrong types are a
+/// 422 naming the field, on every JSON body; query strings and path segments are read as
+/// strictly, and every `/api/v1` error is the JSON error shape (issue 13, point 3).
+async fn json_errors_name_the_field_and_every_api_error_is_json(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let res = carol
+        .http
+        .get(format!("{}/api/v1/quotas/nlp/hgx-h100", app.base))
+        .send()
+        .await
+        .unwrap();
+    let tag = res.headers()["etag"].to_str().unwrap().to_string();
+    let json = [("content-type", "application/json")];
+    let put = [
+        ("content-type", "application/json"),
+        ("if-match", tag.as_str()),
+    ];
+    let yaml = [("content-type", "application/yaml")];
+    let definition = NEOX.replace("family: GPT-NeoX\n", "family: GPT-NeoX\nfamily: again\n");
+    // (who, method, path, headers, body, field named)
+    #[rustfmt::skip]
+    let cases: Vec<Case<&str>> = vec![
+        // duplicate keys
+        (&alice, "POST", "/api/v1/jobs", &json, r#"{"template": "mistral-7b-sft", "gpus": 8, "gpus": 16}"#, "gpus"),
+        (&alice, "POST", "/api/v1/jobs", &json, r#"{"template": "mistral-7b-sft", "gpus": 8, "params": {"epochs": 1, "epochs": 2}}"#, "params.epochs"),
+        (&alice, "POST", "/api/v1/manifests", &json, r#"{"template": "mistral-7b-sft", "gpus": 8, "params": {"epochs": 1, "epochs": 2}}"#, "params.epochs"),
+        (&carol, "PUT", "/api/v1/quotas/nlp/hgx-h100", &put, r#"{"nominal_gpus": 8, "nominal_gpus": 4000000000}"#, "nominal_gpus"),
+        (&carol, "POST", "/api/v1/quotas/preview", &json, r#"{"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": 8, "pool": "hgx-h200"}]}"#, "changes[0].pool"),
+        (&alice, "POST", "/api/v1/tokens", &json, r#"{"name": "a", "name": "b"}"#, "name"),
+        (&carol, "POST", "/api/v1/sim/advance", &json, r#"{"seconds": 1, "seconds": 2}"#, "seconds"),
+        (&carol, "POST", "/api/v1/templates", &yaml, &definition, "template"),
+        // missing fields
+        (&alice, "POST", "/api/v1/jobs", &json, r#"{"gpus": 8}"#, "template"),
+        (&alice, "POST", "/api/v1/manifests", &json, r#"{"template": "mistral-7b-sft"}"#, "gpus"),
+        (&carol, "PUT", "/api/v1/quotas/nlp/hgx-h100", &put, r#"{}"#, "nominal_gpus"),
+        (&carol, "POST", "/api/v1/quotas/preview", &json, r#"{}"#, "changes"),
+        (&carol, "POST", "/api/v1/quotas/preview", &json, r#"{"changes": [{"team": "nlp", "nominal_gpus": 8}]}"#, "changes[0].pool"),
+        (&alice, "POST", "/api/v1/tokens", &json, r#"{}"#, "name"),
+        (&carol, "POST", "/api/v1/sim/advance", &json, r#"{}"#, "seconds"),
+        (&carol, "POST", "/api/v1/templates", &yaml, "name: x\n", "template"),
+        // wrong types
+        (&alice, "POST", "/api/v1/jobs", &json, r#"{"template": 7, "gpus": 8}"#, "template"),
+        (&alice, "POST", "/api/v1/jobs", &json, r#"{"template": "mistral-7b-sft", "gpus": 8, "params": []}"#, "params"),
+        (&alice, "POST", "/api/v1/jobs", &json, r#"{"template": "mistral-7b-sft", "gpus": 8, "priority": "urgent"}"#, "priority"),
+        (&carol, "PUT", "/api/v1/quotas/nlp/hgx-h100", &put, r#"{"nominal_gpus": "8"}"#, "nominal_gpus"),
+        (&carol, "POST", "/api/v1/quotas/preview", &json, r#"{"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": -1}]}"#, "changes[0].nominal_gpus"),
+        (&carol, "POST", "/api/v1/quotas/preview", &json, r#"{"changes": {}}"#, "changes"),
+        (&alice, "POST", "/api/v1/tokens", &json, r#"{"name": ["a"]}"#, "name"),
+        (&alice, "POST", "/api/v1/tokens", &json, r#"{"name": "a", "expires_in_days": 1.5}"#, "expires_in_days"),
+        (&carol, "POST", "/api/v1/sim/advance", &json, r#"{"seconds": "60"}"#, "seconds"),
+        (&carol, "POST", "/api/v1/templates/llama-3.1-8b-fsdp/versions", &yaml, "name: [1]\n", "template"),
+        // query strings
+        (&alice, "GET", "/api/v1/usage?bogus=1", &[], "", "bogus"),
+        (&alice, "GET", "/api/v1/jobs?limit=abc", &[], "", "limit"),
+        (&alice, "GET", "/api/v1/jobs?mine=perhaps", &[], "", "mine"),
+        (&alice, "GET", "/api/v1/jobs?state=queued&state=running", &[], "", "state"),
+        (&carol, "GET", "/api/v1/audit?limit=abc", &[], "", "limit"),
+        (&carol, "GET", "/api/v1/audit?colour=red", &[], "", "colour"),
+        // path segments that are not UTF-8
+        (&alice, "GET", "/api/v1/jobs/%FF", &[], "", "id"),
+        (&carol, "GET", "/api/v1/quotas/nlp/%C0", &[], "", "pool"),
+    ];
+    for (who, method, path, headers, body, field) in cases {
+        let body = (!body.is_empty()).then_some(body.as_bytes());
+        let (status, err, kind) = who.send(method, path, headers, body).await;
+        let what = format!(
+            "{method} {path} {}",
+            String::from_utf8_lossy(body.unwrap_or_default())
+        );
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{what}: {err}");
+        assert!(kind.starts_with("application/json"), "{what}: {kind}");
+        assert_eq!(err["error"]["code"], "invalid", "{what}: {err}");
+        assert_eq!(err["error"]["field"], field, "{what}: {err}");
+        assert!(
+            err["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{what}: {err}"
+        );
+    }
+    // Other refusals under /api/v1 are JSON too.
+    for (method, path, status) in [
+        ("DELETE", "/api/v1/jobs", 405),
+        ("PUT", "/api/v1/usage", 405),
+        ("GET", "/api/v1/no-such-route", 404),
+    ] {
+        let (got, err, kind) = alice.send(method, path, &[], None).await;
+        assert_eq!(got.as_u16(), status, "{method} {path}: {err}");
+        assert!(
+            kind.starts_with("application/json"),
+            "{method} {path}: {kind}"
+        );
+        assert!(err["error"]["code"].is_string(), "{method} {path}: {err}");
+    }
+    // Nothing above launched a job, made a token or changed a quota.
+    let (_, jobs) = alice.get("/api/v1/jobs").await;
+    assert_eq!(jobs.as_array().map(Vec::len), Some(0), "{jobs}");
+    let (_, tokens) = alice.get("/api/v1/tokens").await;
+    assert_eq!(tokens.as_array().map(Vec::len), Some(0), "{tokens}");
+    let (_, cell) = carol.get("/api/v1/quotas/nlp/hgx-h100").await;
+    assert_eq!(cell["version"], 1, "{cell}");
+    finish(app, db).await;
+}
+
 async fn health_and_readiness(t: Target) {
     let db = fresh_database(t).await;
     let app = App::start(&db).await;
@@ -1513,7 +1652,7 @@ async fn bad_input_gets_a_clear_error(t: Target) {
             422,
             "colour",
         ),
-        ("missing field", json!({ "gpus": 8 }), 422, ""),
+        ("missing field", json!({ "gpus": 8 }), 422, "template"),
         (
             "team not mine",
             json!({ "template": "mistral-7b-sft", "gpus": 8, "team": "vision" }),
