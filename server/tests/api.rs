@@ -256,6 +256,7 @@ on_both!(
     sign_in_follows_only_paths_of_our_own,
     json_bodies_are_parsed_strictly,
     json_errors_name_the_field_and_every_api_error_is_json,
+    control_characters_are_refused_on_every_input,
     kube_back_end_keeps_serving_while_the_api_server_is_down,
     quota_api_checks_values_refuses_stale_edits_and_audits,
     quota_preview_replays_real_launches_under_the_draft,
@@ -1263,6 +1264,166 @@ async fn json_errors_name_the_field_and_every_api_error_is_json(t: Target) {
     let (_, cell) = carol.get("/api/v1/quotas/nlp/hgx-h100").await;
     assert_eq!(cell["version"], 1, "{cell}");
     finish(app, db).await;
+}
+
+/// NUL and other control characters in any input — a path id, a query filter, a JSON field,
+/// a launch parameter, a server function's argument, a form field — are a 422 naming the
+/// field, never a 500 (Postgres refuses NUL in text) nor stored (SQLite keeps it). Tab and
+/// newline are refused too, except in a template definition's free text (issue 13, point 4).
+async fn control_characters_are_refused_on_every_input(t: Target) {
+    use app::functions as f;
+    use leptos::server_fn::ServerFn;
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let job = alice.launch(llama(8)).await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let res = carol
+        .http
+        .get(format!("{}/api/v1/quotas/nlp/hgx-h100", app.base))
+        .send()
+        .await
+        .unwrap();
+    let tag = res.headers()["etag"].to_str().unwrap().to_string();
+    let json = [("content-type", "application/json")];
+    let form = [("content-type", "application/x-www-form-urlencoded")];
+    let put = [
+        ("content-type", "application/json"),
+        ("if-match", tag.as_str()),
+    ];
+    let yaml = [("content-type", "application/yaml")];
+    let tab_key = [
+        ("content-type", "application/json"),
+        ("idempotency-key", "run\t1"),
+    ];
+    let nul_in_yaml = NEOX.replace(
+        "display_name: GPT-NeoX 20B fine-tune",
+        "display_name: \"GPT\\0NeoX\"",
+    );
+    let raw_nul_in_yaml = NEOX.replace("family: GPT-NeoX", "family: GPT\u{1}NeoX");
+    let newline_in_image = NEOX.replace(
+        "image: registry.internal/ml/neox:2026.11",
+        "image: \"registry.internal/ml/neox:2026.11\\n\"",
+    );
+    let launch =
+        |extra: &str| format!(r#"{{"template": "llama-3.1-8b-fsdp", "gpus": 8, {extra}}}"#);
+    let launch_fn = |extra: &str| format!(r#"{{"req": {}, "idempotency_key": ""}}"#, launch(extra));
+    let quota_form = |team: &str| {
+        format!("team={team}&pool=hgx-h100&draft[nominal_gpus]=8&draft[queueing_strategy]=BestEffortFIFO&version=1")
+    };
+    // (who, method, path, headers, body, field named)
+    #[rustfmt::skip]
+    let cases: Vec<Case<String>> = vec![
+        // path ids
+        (&alice, "GET", "/api/v1/jobs/a%00b".into(), &[], "".into(), "id"),
+        (&alice, "POST", format!("/api/v1/jobs/{id}%0A/cancel"), &[], "".into(), "id"),
+        (&alice, "GET", "/api/v1/jobs/%7F/utilization".into(), &[], "".into(), "id"),
+        (&carol, "GET", "/api/v1/quotas/nlp%00/hgx-h100".into(), &[], "".into(), "team"),
+        (&carol, "PUT", "/api/v1/quotas/nlp/hgx-h100%01".into(), &put, r#"{"nominal_gpus": 8}"#.into(), "pool"),
+        (&carol, "POST", "/api/v1/templates/gpt%00/versions".into(), &yaml, NEOX.into(), "name"),
+        (&carol, "POST", "/api/v1/templates/gpt%00/deprecate".into(), &[], "".into(), "name"),
+        (&alice, "DELETE", "/api/v1/tokens/x%00".into(), &[], "".into(), "id"),
+        // query filters
+        (&carol, "GET", "/api/v1/jobs?team=nlp%00".into(), &[], "".into(), "team"),
+        (&alice, "GET", "/api/v1/jobs?state=%00".into(), &[], "".into(), "state"),
+        (&carol, "GET", "/api/v1/audit?actor=carol%00".into(), &[], "".into(), "actor"),
+        (&carol, "GET", "/api/v1/audit?action=%09".into(), &[], "".into(), "action"),
+        (&carol, "GET", "/api/v1/audit?target=x%1B".into(), &[], "".into(), "target"),
+        (&carol, "GET", "/api/v1/usage?team=nlp%00".into(), &[], "".into(), "team"),
+        (&carol, "GET", "/api/v1/usage?from=2026-11-01%00".into(), &[], "".into(), "from"),
+        // JSON fields and launch parameters
+        (&alice, "POST", "/api/v1/jobs".into(), &json, r#"{"template": "llama-3.1-8b-fsdp\u0000", "gpus": 8}"#.into(), "template"),
+        (&alice, "POST", "/api/v1/jobs".into(), &json, launch(r#""pool": "hgx-h100\u0000""#), "pool"),
+        (&alice, "POST", "/api/v1/jobs".into(), &json, launch(r#""team": "nlp\u0000""#), "team"),
+        (&alice, "POST", "/api/v1/jobs".into(), &json, launch(r#""name": "run\u0000""#), "name"),
+        (&alice, "POST", "/api/v1/jobs".into(), &json, launch(r#""name": "run\nтwo""#), "name"),
+        (&alice, "POST", "/api/v1/jobs".into(), &json, launch(r#""params": {"dataset": "s3://x/\u0000"}"#), "params.dataset"),
+        (&alice, "POST", "/api/v1/jobs".into(), &json, launch(r#""params": {"data\u0000set": "s3://x/"}"#), "params.data\\0set"),
+        (&alice, "POST", "/api/v1/jobs".into(), &tab_key, launch(r#""name": "ok""#), "Idempotency-Key"),
+        (&alice, "POST", "/api/v1/tokens".into(), &json, r#"{"name": "ci\u0000"}"#.into(), "name"),
+        (&alice, "POST", "/api/v1/tokens".into(), &json, r#"{"name": "ci\tpipeline"}"#.into(), "name"),
+        (&carol, "PUT", "/api/v1/quotas/nlp/hgx-h100".into(), &put, r#"{"nominal_gpus": 8, "queueing_strategy": "StrictFIFO\u0000"}"#.into(), "queueing_strategy"),
+        (&carol, "POST", "/api/v1/quotas/preview".into(), &json, r#"{"changes": [{"team": "nlp\u0000", "pool": "hgx-h100", "nominal_gpus": 8}]}"#.into(), "changes[0].team"),
+        (&carol, "POST", "/api/v1/templates".into(), &yaml, nul_in_yaml.clone(), "template"),
+        (&carol, "POST", "/api/v1/templates".into(), &yaml, raw_nul_in_yaml.clone(), "template"),
+        (&carol, "POST", "/api/v1/templates".into(), &yaml, newline_in_image, "template"),
+        // server functions (what the pages call)
+        (&alice, "POST", f::CreateApiToken::PATH.into(), &json, r#"{"name": "ci\u0000", "expires_in_days": null}"#.into(), "name"),
+        (&alice, "POST", f::RevokeApiToken::PATH.into(), &form, "id=x%00".into(), "id"),
+        (&alice, "POST", f::GetJob::PATH.into(), &form, "id=a%00".into(), "id"),
+        (&alice, "POST", f::CancelJob::PATH.into(), &form, format!("id={id}%00"), "id"),
+        (&alice, "POST", f::GetJobUtilization::PATH.into(), &form, "id=%00".into(), "id"),
+        (&alice, "POST", f::LaunchJob::PATH.into(), &json, launch_fn(r#""name": "run\u0000""#), "name"),
+        (&alice, "POST", f::LaunchJob::PATH.into(), &json, launch_fn(r#""params": {"dataset": "s3://\u001b[31m"}"#), "params.dataset"),
+        (&alice, "POST", f::LaunchJob::PATH.into(), &json, format!(r#"{{"req": {}, "idempotency_key": "k\u0000"}}"#, launch("\"name\": \"ok\"")), "Idempotency-Key"),
+        (&alice, "POST", f::CheckLaunch::PATH.into(), &json, format!(r#"{{"req": {}}}"#, launch(r#""team": "nlp\u0000""#)), "team"),
+        (&carol, "POST", f::AuditRecords::PATH.into(), &form, "actor=carol%00".into(), "actor"),
+        (&carol, "POST", f::SaveQuota::PATH.into(), &form, quota_form("nlp%00"), "team"),
+        (&carol, "POST", f::PreviewQuota::PATH.into(), &form, quota_form("nlp%0A"), "team"),
+        (&carol, "POST", f::SaveTemplate::PATH.into(), &form, format!("definition={}", urlencode(&raw_nul_in_yaml)), "template"),
+        (&carol, "POST", f::SaveTemplate::PATH.into(), &form, format!("name=gpt%00&definition={}", urlencode(NEOX)), "name"),
+        (&carol, "POST", f::DeprecateTemplate::PATH.into(), &form, "name=gpt%00".into(), "name"),
+        // the sign-in form
+        (&alice, "POST", "/auth/dev/login".into(), &form, "user=alice%00".into(), "user"),
+    ];
+    for (who, method, path, headers, body, field) in &cases {
+        let sent = (!body.is_empty()).then_some(body.as_bytes());
+        let (status, err, _) = who.send(method, path, headers, sent).await;
+        let what = format!("{method} {path} {body}");
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{what}: {err}");
+        // The JSON API wraps the error in `error`; a server function answers it bare.
+        let e = if err["error"].is_object() {
+            &err["error"]
+        } else {
+            &err
+        };
+        assert_eq!(e["code"], "invalid", "{what}: {err}");
+        assert_eq!(e["field"], *field, "{what}: {err}");
+    }
+    // Nothing was stored: the one job, no token, no template, no changed quota.
+    let (_, jobs) = carol.get("/api/v1/jobs").await;
+    assert_eq!(jobs.as_array().map(Vec::len), Some(1), "{jobs}");
+    assert_ne!(jobs[0]["state"], "cancelled", "{jobs}");
+    let (_, tokens) = alice.get("/api/v1/tokens").await;
+    assert_eq!(tokens.as_array().map(Vec::len), Some(0), "{tokens}");
+    let (_, templates) = carol.get("/api/v1/templates").await;
+    assert!(
+        templates
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["name"] != "gpt-neox-20b"),
+        "{templates}"
+    );
+    let (_, cell) = carol.get("/api/v1/quotas/nlp/hgx-h100").await;
+    assert_eq!(cell["version"], 1, "{cell}");
+    // Free text keeps its lines and tabs: a description over two lines is taken.
+    let described = NEOX.replace(
+        "method: Full fine-tune\n",
+        "method: Full fine-tune\ndescription: |\n  Two lines,\n  \tthe second indented.\n",
+    );
+    let (status, t, _) = carol
+        .send(
+            "POST",
+            "/api/v1/templates",
+            &yaml,
+            Some(described.as_bytes()),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{t}");
+    assert!(t["description"].as_str().unwrap().contains('\n'), "{t}");
+    finish(app, db).await;
+}
+
+/// `application/x-www-form-urlencoded` for a value.
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 async fn health_and_readiness(t: Target) {
