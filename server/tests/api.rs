@@ -257,6 +257,7 @@ on_both!(
     json_bodies_are_parsed_strictly,
     json_errors_name_the_field_and_every_api_error_is_json,
     control_characters_are_refused_on_every_input,
+    random_input_at_the_edge_never_breaks_the_server,
     kube_back_end_keeps_serving_while_the_api_server_is_down,
     quota_api_checks_values_refuses_stale_edits_and_audits,
     quota_preview_replays_real_launches_under_the_draft,
@@ -3414,5 +3415,440 @@ async fn a_job_set_to_fail_fails_frees_its_gpus_and_counts_until_then(t: Target)
         .map(|r| r["gpu_hours_allocated"].as_f64().unwrap())
         .sum();
     assert_eq!(later, alices, "{report}");
+    finish(app, db).await;
+}
+
+// ---- the edge, fuzzed (issue 13, point 11) ---------------------------------------------
+
+mod fuzz {
+    use proptest::prelude::*;
+    use serde_json::{json, Map, Value};
+
+    /// Any JSON value, with the numbers and strings that break things more often than chance
+    /// would find: bounds of the integer types, huge floats, control characters, long text.
+    pub fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            prop_oneof![
+                Just(0i64),
+                Just(-1),
+                Just(1),
+                Just(8),
+                Just(u32::MAX as i64),
+                Just(u32::MAX as i64 + 1),
+                Just(i64::MAX),
+                Just(i64::MIN),
+                any::<i64>(),
+            ]
+            .prop_map(Value::from),
+            prop_oneof![Just(u64::MAX), any::<u64>()].prop_map(Value::from),
+            prop_oneof![
+                Just(1e308),
+                Just(-1e308),
+                Just(0.5),
+                Just(1e-300),
+                any::<f64>()
+            ]
+            .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+            text().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map(key(), inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Words the server knows, and text it should refuse.
+    pub fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(String::new()),
+            Just("nlp".to_string()),
+            Just("hgx-h100".to_string()),
+            Just("mistral-7b-sft".to_string()),
+            Just("BestEffortFIFO".to_string()),
+            Just("high".to_string()),
+            Just("a\u{0}b".to_string()),
+            Just("x".repeat(5000)),
+            "[a-z0-9 ./:-]{0,12}",
+            any::<String>(),
+        ]
+    }
+
+    fn key() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("epochs".to_string()),
+            Just("dataset".to_string()),
+            Just("learning_rate".to_string()),
+            "[a-z_]{1,8}",
+            any::<String>(),
+        ]
+    }
+
+    /// `base` with each field kept, left out or replaced by any JSON value, and perhaps a
+    /// field more; now and then not an object at all.
+    pub fn body(base: Value) -> impl Strategy<Value = Value> {
+        let fields: Vec<(String, Value)> = base
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let n = fields.len();
+        let edits = proptest::collection::vec(
+            prop_oneof![
+                8 => Just(None),
+                1 => Just(Some(None)),
+                2 => any_json().prop_map(|v| Some(Some(v))),
+            ],
+            n,
+        );
+        let extra = proptest::option::weighted(0.2, (key(), any_json()));
+        prop_oneof![
+            9 => (edits, extra).prop_map(move |(edits, extra)| {
+                let mut m = Map::new();
+                for ((k, v), e) in fields.iter().zip(edits) {
+                    match e {
+                        None => {
+                            m.insert(k.clone(), v.clone());
+                        }
+                        Some(None) => {}
+                        Some(Some(x)) => {
+                            m.insert(k.clone(), x);
+                        }
+                    }
+                }
+                if let Some((k, v)) = extra {
+                    m.insert(k, v);
+                }
+                Value::Object(m)
+            }),
+            1 => any_json(),
+        ]
+    }
+
+    /// A query string: known parameters and others, values from [`text`] and numbers,
+    /// percent-encoded byte by byte (so NUL, `&`, `=` and invalid UTF-8 all occur).
+    pub fn query(known: &'static [&'static str]) -> impl Strategy<Value = String> {
+        let name = prop_oneof![
+            4 => proptest::sample::select(known).prop_map(str::to_string),
+            1 => key(),
+        ];
+        let value = prop_oneof![
+            text(),
+            any::<i64>().prop_map(|n| n.to_string()),
+            Just("2026-11-01".to_string()),
+            Just("abc".to_string()),
+            proptest::collection::vec(any::<u8>(), 0..6)
+                .prop_map(|b| b.iter().map(|b| format!("%{b:02X}")).collect::<String>()),
+        ];
+        proptest::collection::vec((name, value), 0..4).prop_map(|pairs| {
+            pairs
+                .iter()
+                .map(|(k, v)| {
+                    let v = if v.starts_with('%') {
+                        v.clone()
+                    } else {
+                        super::urlencode(v)
+                    };
+                    format!("{}={v}", super::urlencode(k))
+                })
+                .collect::<Vec<_>>()
+                .join("&")
+        })
+    }
+
+    pub fn launch_body() -> Value {
+        json!({
+            "template": "mistral-7b-sft",
+            "gpus": 8,
+            "pool": "hgx-h100",
+            "params": {"epochs": 1, "dataset": "s3://d/"},
+            "max_runtime_s": 3600,
+            "name": "fuzz",
+            "priority": "normal",
+            "team": "nlp",
+        })
+    }
+
+    pub fn quota_body() -> Value {
+        json!({
+            "nominal_gpus": 8,
+            "borrowing_limit_gpus": 8,
+            "lending_limit_gpus": null,
+            "queueing_strategy": "BestEffortFIFO",
+        })
+    }
+
+    pub fn preview_change() -> Value {
+        json!({
+            "team": "nlp",
+            "pool": "hgx-h100",
+            "nominal_gpus": 8,
+            "borrowing_limit_gpus": 8,
+            "lending_limit_gpus": null,
+            "queueing_strategy": "StrictFIFO",
+        })
+    }
+
+    pub fn token_body() -> Value {
+        json!({ "name": "fuzz", "expires_in_days": 30 })
+    }
+
+    /// A template definition as JSON (which a YAML reader takes).
+    pub fn template_body() -> Value {
+        json!({
+            "name": "fuzzed",
+            "display_name": "Fuzzed",
+            "family": "F",
+            "model_size": "1B",
+            "method": "SFT",
+            "description": "d",
+            "default_pool": "hgx-h100",
+            "image": "registry.internal/f:1",
+            "command": ["torchrun", "train.py"],
+            "allowed_gpus": [8],
+            "default_gpus": 8,
+            "default_max_runtime_s": 3600,
+            "params": [{"name": "epochs", "kind": "int", "default": 1, "min": 1, "max": 9}],
+        })
+    }
+}
+
+/// One request the fuzz test sends: who, method, path, body.
+#[derive(Clone, Debug)]
+struct Probe {
+    admin: bool,
+    method: &'static str,
+    path: String,
+    body: Option<Value>,
+}
+
+/// Sends `probe` and checks the edge's promise: 2xx, or 4xx in the JSON error shape; never
+/// 5xx; and the number of jobs changes only when a launch answers 201.
+async fn probe_once(
+    app: &App,
+    alice: &Client,
+    carol: &Client,
+    probe: &Probe,
+) -> Result<u16, String> {
+    let who = if probe.admin { carol } else { alice };
+    let count = || async {
+        let (_, jobs) = carol.get("/api/v1/jobs").await;
+        jobs.as_array().map_or(0, Vec::len)
+    };
+    let before = count().await;
+    let mut headers = vec![("content-type", "application/json")];
+    let tag;
+    if probe.method == "PUT" {
+        let res = carol
+            .http
+            .get(format!("{}/api/v1/quotas/nlp/hgx-h100", app.base))
+            .send()
+            .await
+            .unwrap();
+        tag = res.headers()["etag"].to_str().unwrap().to_string();
+        headers.push(("if-match", tag.as_str()));
+    }
+    let body = probe.body.as_ref().map(|b| b.to_string().into_bytes());
+    let (status, answer, kind) = who
+        .send(probe.method, &probe.path, &headers, body.as_deref())
+        .await;
+    let after = count().await;
+    let what = format!("{probe:?} → {status} {answer}");
+    if status.is_server_error() || !(status.is_success() || status.is_client_error()) {
+        return Err(format!("not 2xx or 4xx: {what}"));
+    }
+    if status.is_client_error()
+        && !(kind.starts_with("application/json")
+            && answer["error"]["code"].is_string()
+            && answer["error"]["message"].is_string())
+    {
+        return Err(format!(
+            "a refusal not in the JSON error shape ({kind}): {what}"
+        ));
+    }
+    let launched = probe.method == "POST" && probe.path == "/api/v1/jobs";
+    let expected = before + usize::from(launched && status == StatusCode::CREATED);
+    if after != expected {
+        return Err(format!("jobs went from {before} to {after}: {what}"));
+    }
+    Ok(status.as_u16())
+}
+
+/// Random JSON for every field of the launch, quota, preview, template and token bodies, and
+/// random query strings and ids on the list and item routes; `GANTRY_FUZZ_CASES` per route
+/// (default 64). A failure is shrunk and printed; keep it in `edge_regressions` below.
+async fn random_input_at_the_edge_never_breaks_the_server(t: Target) {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let cases = std::env::var("GANTRY_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    let post = |admin: bool, path: &'static str| {
+        move |body: Value| Probe {
+            admin,
+            method: "POST",
+            path: path.to_string(),
+            body: Some(body),
+        }
+    };
+    let get = |admin: bool, path: &'static str| {
+        move |q: String| Probe {
+            admin,
+            method: "GET",
+            path: format!("{path}?{q}"),
+            body: None,
+        }
+    };
+    let routes: Vec<(&str, BoxedStrategy<Probe>)> = vec![
+        (
+            "launch",
+            fuzz::body(fuzz::launch_body())
+                .prop_map(post(false, "/api/v1/jobs"))
+                .boxed(),
+        ),
+        (
+            "manifest",
+            fuzz::body(fuzz::launch_body())
+                .prop_map(post(false, "/api/v1/manifests"))
+                .boxed(),
+        ),
+        (
+            "quota",
+            fuzz::body(fuzz::quota_body())
+                .prop_map(|b| Probe {
+                    admin: true,
+                    method: "PUT",
+                    path: "/api/v1/quotas/nlp/hgx-h100".into(),
+                    body: Some(b),
+                })
+                .boxed(),
+        ),
+        (
+            "preview",
+            (
+                fuzz::body(fuzz::preview_change()),
+                proptest::option::of(fuzz::any_json()),
+                any::<bool>(),
+            )
+                .prop_map(|(change, days, wrap)| {
+                    let mut b = json!({ "changes": [change] });
+                    if let Some(d) = days {
+                        b["days"] = d;
+                    }
+                    if wrap {
+                        b
+                    } else {
+                        b["changes"][0].clone()
+                    }
+                })
+                .prop_map(post(true, "/api/v1/quotas/preview"))
+                .boxed(),
+        ),
+        (
+            "token",
+            fuzz::body(fuzz::token_body())
+                .prop_map(post(false, "/api/v1/tokens"))
+                .boxed(),
+        ),
+        (
+            "template",
+            fuzz::body(fuzz::template_body())
+                .prop_map(post(true, "/api/v1/templates"))
+                .boxed(),
+        ),
+        (
+            "jobs",
+            fuzz::query(&["state", "team", "mine"])
+                .prop_map(get(true, "/api/v1/jobs"))
+                .boxed(),
+        ),
+        (
+            "usage",
+            fuzz::query(&["from", "to", "group_by", "bucket", "team", "format"])
+                .prop_map(get(true, "/api/v1/usage"))
+                .boxed(),
+        ),
+        (
+            "audit",
+            fuzz::query(&["actor", "action", "target", "format", "limit"])
+                .prop_map(get(true, "/api/v1/audit"))
+                .boxed(),
+        ),
+        (
+            "templates",
+            fuzz::query(&["name"])
+                .prop_map(get(false, "/api/v1/templates"))
+                .boxed(),
+        ),
+        (
+            "tokens",
+            fuzz::query(&["name"])
+                .prop_map(get(false, "/api/v1/tokens"))
+                .boxed(),
+        ),
+        (
+            "quotas",
+            fuzz::query(&["team"])
+                .prop_map(get(true, "/api/v1/quotas"))
+                .boxed(),
+        ),
+        (
+            "job ids",
+            (fuzz::query(&["x"]), any::<bool>())
+                .prop_map(|(q, cancel)| Probe {
+                    admin: false,
+                    method: if cancel { "POST" } else { "GET" },
+                    // a query string's encoding makes a path segment as random
+                    path: format!(
+                        "/api/v1/jobs/{}{}",
+                        q.replace(['&', '='], ""),
+                        if cancel { "/cancel" } else { "" }
+                    ),
+                    body: None,
+                })
+                .boxed(),
+        ),
+    ];
+    let handle = tokio::runtime::Handle::current();
+    for (name, strategy) in routes {
+        let mut runner = TestRunner::new(Config {
+            cases,
+            max_shrink_iters: 256,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let seen = std::sync::Mutex::new(std::collections::BTreeSet::new());
+        let result = tokio::task::block_in_place(|| {
+            runner.run(&strategy, |probe| {
+                let status = handle
+                    .block_on(probe_once(&app, &alice, &carol, &probe))
+                    .map_err(TestCaseError::fail)?;
+                seen.lock().unwrap().insert(status);
+                Ok(())
+            })
+        });
+        if let Err(e) = result {
+            panic!("{t:?}, {name}: {e}");
+        }
+        // The bodies are random enough to be refused, and valid often enough to be taken.
+        let seen = seen.into_inner().unwrap();
+        if ["launch", "quota", "token"].contains(&name) {
+            assert!(
+                seen.iter().any(|s| (200..300).contains(s)),
+                "{name}: {seen:?}"
+            );
+            assert!(seen.contains(&422), "{name}: {seen:?}");
+        }
+    }
     finish(app, db).await;
 }
