@@ -871,17 +871,27 @@ fn usage_time(
     v: &str,
     tz: chrono_tz::Tz,
 ) -> Result<chrono::DateTime<chrono::Utc>, ApiError> {
-    if let Ok(d) = v.parse::<chrono::NaiveDate>() {
-        return Ok(crate::usage::local_midnight(d, tz));
+    use chrono::Datelike;
+    let t = match v.parse::<chrono::NaiveDate>() {
+        Ok(d) => crate::usage::local_midnight(d, tz),
+        Err(_) => chrono::DateTime::parse_from_rfc3339(v)
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .map_err(|_| {
+                ApiError::invalid(
+                    field,
+                    format!("'{v}' is neither a date (2026-11-01) nor an RFC 3339 time"),
+                )
+            })?,
+    };
+    // The years RFC 3339 can write; chrono reads dates up to ±262143, at whose ends a day
+    // more or less (the report's default span, its buckets) would not exist.
+    if !(1..=9999).contains(&t.year()) {
+        return Err(ApiError::invalid(
+            field,
+            format!("'{v}' is outside the years 1 to 9999"),
+        ));
     }
-    chrono::DateTime::parse_from_rfc3339(v)
-        .map(|t| t.with_timezone(&chrono::Utc))
-        .map_err(|_| {
-            ApiError::invalid(
-                field,
-                format!("'{v}' is neither a date (2026-11-01) nor an RFC 3339 time"),
-            )
-        })
+    Ok(t)
 }
 
 /// `GET /api/v1/usage`: GPU-hours allocated, used and idle, and efficiency, per bucket and

@@ -258,6 +258,7 @@ on_both!(
     json_errors_name_the_field_and_every_api_error_is_json,
     control_characters_are_refused_on_every_input,
     random_input_at_the_edge_never_breaks_the_server,
+    extreme_numbers_are_refused_at_the_edge,
     kube_back_end_keeps_serving_while_the_api_server_is_down,
     quota_api_checks_values_refuses_stale_edits_and_audits,
     quota_preview_replays_real_launches_under_the_draft,
@@ -1414,6 +1415,94 @@ async fn control_characters_are_refused_on_every_input(t: Target) {
         .await;
     assert_eq!(status, StatusCode::CREATED, "{t}");
     assert!(t["description"].as_str().unwrap().contains('\n'), "{t}");
+    finish(app, db).await;
+}
+
+/// Where huge numbers can enter — a launch's GPUs and runtime, a quota, a preview, a usage
+/// report's dates — they are refused with a 422 before any sum sees them (issue 13,
+/// point 5); the last dates a report may cover still work.
+async fn extreme_numbers_are_refused_at_the_edge(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let max = u64::MAX;
+    let change =
+        |n: u64| json!({"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": n}]});
+    let cases: Vec<(&Client, &str, Option<Value>, &str)> = vec![
+        (
+            &alice,
+            "/api/v1/jobs",
+            Some(json!({"template": "mistral-7b-sft", "gpus": u32::MAX})),
+            "gpus",
+        ),
+        (
+            &alice,
+            "/api/v1/jobs",
+            Some(json!({"template": "mistral-7b-sft", "gpus": max})),
+            "gpus",
+        ),
+        (
+            &alice,
+            "/api/v1/jobs",
+            Some(json!({"template": "mistral-7b-sft", "gpus": 8, "max_runtime_s": max})),
+            "max_runtime_s",
+        ),
+        (
+            &carol,
+            "/api/v1/quotas/preview",
+            Some(change(max)),
+            "changes[0].nominal_gpus",
+        ),
+        (
+            &carol,
+            "/api/v1/quotas/preview",
+            Some(json!({"changes": [], "days": i64::MIN})),
+            "days",
+        ),
+        (
+            &carol,
+            "/api/v1/sim/advance",
+            Some(json!({"seconds": i64::MAX})),
+            "seconds",
+        ),
+        // chrono reads dates up to +262142-12-31: a day-bucket after it does not exist
+        (
+            &carol,
+            "/api/v1/usage?from=%2B262142-12-01&to=%2B262142-12-31",
+            None,
+            "to",
+        ),
+        (&carol, "/api/v1/usage?from=%2B262142-12-30", None, "from"),
+        // nor do the 30 days before -262143-01-02 (the default span)
+        (&carol, "/api/v1/usage?to=-262143-01-02", None, "to"),
+        (
+            &carol,
+            "/api/v1/usage?from=-262143-01-01&to=-262143-01-20",
+            None,
+            "to",
+        ),
+    ];
+    for (who, path, body, field) in cases {
+        let (status, err) = match &body {
+            Some(b) => who.post(path, b.clone()).await,
+            None => who.get(path).await,
+        };
+        assert_eq!(
+            status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{path} {body:?}: {err}"
+        );
+        assert_eq!(err["error"]["field"], field, "{path} {body:?}: {err}");
+    }
+    for bucket in ["day", "week", "month"] {
+        let (status, report) = carol
+            .get(&format!(
+                "/api/v1/usage?from=9999-11-01&to=9999-12-31&bucket={bucket}"
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{bucket}: {report}");
+    }
     finish(app, db).await;
 }
 
