@@ -1195,6 +1195,9 @@ async fn json_errors_name_the_field_and_every_api_error_is_json(t: Target) {
         (&alice, "POST", "/api/v1/tokens", &json, r#"{"name": "a", "name": "b"}"#, "name"),
         (&carol, "POST", "/api/v1/sim/advance", &json, r#"{"seconds": 1, "seconds": 2}"#, "seconds"),
         (&carol, "POST", "/api/v1/templates", &yaml, &definition, "template"),
+        // unknown fields, named by their path
+        (&carol, "POST", "/api/v1/quotas/preview", &json, r#"{"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": 8, "colour": 1}]}"#, "changes[0].colour"),
+        (&alice, "POST", "/api/v1/tokens", &json, r#"{"name": "a", "colour": 1}"#, "colour"),
         // missing fields
         (&alice, "POST", "/api/v1/jobs", &json, r#"{"gpus": 8}"#, "template"),
         (&alice, "POST", "/api/v1/manifests", &json, r#"{"template": "mistral-7b-sft"}"#, "gpus"),
