@@ -11,6 +11,8 @@ pub enum ErrorCode {
     Unauthorized,
     Forbidden,
     NotFound,
+    /// The route exists but not with this method.
+    MethodNotAllowed,
     Conflict,
     PayloadTooLarge,
     /// A conditional request without its condition (`If-Match`).
@@ -90,6 +92,7 @@ impl ApiError {
             ErrorCode::Unauthorized => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
             ErrorCode::Conflict => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::PreconditionRequired => 428,

@@ -8,7 +8,7 @@ use app::backend::JobFilter;
 use app::error::{ApiError, ErrorCode};
 use app::model::{JobState, LaunchRequest, LiveEvent};
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, RawPathParams, Request, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -41,23 +41,16 @@ impl IntoResponse for ApiFailure {
 
 type ApiResult<T> = Result<T, ApiFailure>;
 
-/// A JSON body read strictly: malformed JSON is a 400, a value of the wrong type or an
-/// unknown field a 422 naming the field, a body over the limit a 413.
+/// A JSON body read strictly: malformed JSON is a 400; a value of the wrong type, a missing,
+/// unknown or repeated field (at any depth) or a control character a 422 naming the field; a
+/// body over the limit a 413.
 pub struct ApiJson<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiFailure;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let json_type = req
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            // The media type, case-insensitive, parameters allowed (`application/jsonx` is not
-            // JSON).
-            .and_then(|v| v.split(';').next())
-            .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
-        if !json_type {
+        if !media_type_is(&req, &["application/json"]) {
             return Err(ApiFailure(ApiError::bad_request(
                 "send the body as JSON with Content-Type: application/json",
             )));
@@ -72,47 +65,148 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
                 ApiFailure(ApiError::bad_request("the request body could not be read"))
             }
         })?;
-        let de = &mut serde_json::Deserializer::from_slice(&bytes);
-        match serde_path_to_error::deserialize::<_, T>(&mut *de) {
-            // Nothing may follow the value (`{…}this is not JSON` was once taken).
-            Ok(v) => match de.end() {
-                Ok(()) => Ok(ApiJson(v)),
-                Err(e) => Err(ApiFailure(ApiError::bad_request(format!(
-                    "malformed JSON: {e}"
-                )))),
-            },
-            Err(e) => {
-                let path = e.path().to_string();
-                let inner = e.into_inner();
-                use serde_json::error::Category;
-                match inner.classify() {
-                    Category::Syntax | Category::Eof | Category::Io => Err(ApiFailure(
-                        ApiError::bad_request(format!("malformed JSON: {inner}")),
-                    )),
-                    Category::Data => {
-                        let msg = inner.to_string();
-                        let field = unknown_field(&msg).unwrap_or(if path == "." {
-                            String::new()
-                        } else {
-                            path
-                        });
-                        let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
-                        let err = ApiError::new(ErrorCode::Invalid, msg);
-                        Err(ApiFailure(if field.is_empty() {
-                            err
-                        } else {
-                            err.with_field(field)
-                        }))
-                    }
-                }
-            }
-        }
+        read_json(&bytes).map(ApiJson)
     }
 }
 
-fn unknown_field(msg: &str) -> Option<String> {
-    let rest = msg.strip_prefix("unknown field `")?;
-    rest.split('`').next().map(str::to_string)
+/// Whether the request's media type is one of `types`: case-insensitive, parameters allowed
+/// (`application/json; charset=utf-8`), and nothing else (`application/jsonx` is not JSON).
+fn media_type_is(req: &Request, types: &[&str]) -> bool {
+    req.headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| types.iter().any(|x| t.trim().eq_ignore_ascii_case(x)))
+}
+
+/// A JSON body as `T`: first one pass that refuses a key given twice and control
+/// characters, and nothing may follow the value; then `T` itself. Malformed JSON is a 400,
+/// anything else a 422 naming the field by its path (`params.lr`, `changes[0].team`).
+fn read_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiFailure> {
+    use serde_json::error::Category;
+    let malformed =
+        |e: &serde_json::Error| ApiFailure(ApiError::bad_request(format!("malformed JSON: {e}")));
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    if let Err(e) = serde_path_to_error::deserialize::<_, crate::input::CheckedJson>(&mut *de) {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        return Err(match inner.classify() {
+            Category::Data => ApiFailure(field_error(&path, &inner.to_string())),
+            _ => malformed(&inner),
+        });
+    }
+    // Nothing may follow the value (`{…}this is not JSON` was once taken).
+    de.end().map_err(|e| malformed(&e))?;
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize::<_, T>(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        match inner.classify() {
+            Category::Data => ApiFailure(field_error(&path, &inner.to_string())),
+            _ => malformed(&inner),
+        }
+    })
+}
+
+/// The text between `prefix` at the start of `msg` and the next backtick.
+fn quoted_after<'a>(msg: &'a str, prefix: &str) -> Option<&'a str> {
+    msg.strip_prefix(prefix)?.split('`').next()
+}
+
+/// A value that was read but not accepted, as a 422 naming the field: serde's message (`unknown
+/// field`, `missing field`, `duplicate field`, a wrong type) and the path where it failed.
+fn field_error(path: &str, msg: &str) -> ApiError {
+    let msg = msg.split(" at line ").next().unwrap_or(msg);
+    let at_root = path.is_empty() || path == ".";
+    let key = [
+        "unknown field `",
+        "missing field `",
+        "duplicate field `",
+        crate::input::DUPLICATE_KEY,
+        crate::input::CONTROL_IN_KEY,
+    ]
+    .iter()
+    .find_map(|p| quoted_after(msg, p));
+    let field = match key {
+        // The key is named in the message; the path is the object it is in (or, for some
+        // errors, already ends with the key).
+        Some(k) if at_root || path == k || path.ends_with(&format!(".{k}")) => {
+            if at_root {
+                k.to_string()
+            } else {
+                path.to_string()
+            }
+        }
+        Some(k) => format!("{path}.{k}"),
+        None if at_root => String::new(),
+        None => path.to_string(),
+    };
+    let err = ApiError::new(ErrorCode::Invalid, msg);
+    if field.is_empty() {
+        err
+    } else {
+        err.with_field(field)
+    }
+}
+
+/// A query string read strictly, with every rejection in the API's JSON error shape: an
+/// unknown, repeated or ill-typed parameter, or a control character, is a 422 naming it.
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiFailure;
+
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or_default().as_bytes();
+        let mut seen = std::collections::HashSet::new();
+        for (k, v) in form_urlencoded::parse(query) {
+            let name = k.escape_debug().to_string();
+            crate::input::single_line(&name, &k)?;
+            crate::input::single_line(&name, &v)?;
+            if !seen.insert(k) {
+                return Err(ApiError::invalid(name, "given more than once").into());
+            }
+        }
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query));
+        serde_path_to_error::deserialize(de)
+            .map(ApiQuery)
+            .map_err(|e| ApiFailure(field_error(&e.path().to_string(), &e.inner().to_string())))
+    }
+}
+
+/// Path segments (ids, names) in the API's JSON error shape: a control character or bytes
+/// that are not UTF-8 are a 422 naming the segment.
+pub struct ApiPath<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiFailure;
+
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let raw = RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(|rej| {
+                let text = rej.body_text();
+                let field = text
+                    .split_once('`')
+                    .and_then(|(_, rest)| rest.split('`').next())
+                    .unwrap_or("path")
+                    .to_string();
+                ApiFailure(ApiError::invalid(field, text))
+            })?;
+        for (name, value) in &raw {
+            crate::input::single_line(name, value)?;
+        }
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(t)| ApiPath(t))
+            .map_err(|rej| ApiFailure(ApiError::invalid("path", rej.body_text())))
+    }
 }
 
 pub fn routes() -> Router<AppState> {
@@ -148,6 +242,14 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/{*rest}", axum::routing::any(no_such_route))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .method_not_allowed_fallback(method_not_allowed)
+}
+
+async fn method_not_allowed() -> ApiFailure {
+    ApiFailure(ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        "this route does not take that method; see README.md for the routes",
+    ))
 }
 
 async fn no_such_route() -> ApiFailure {
@@ -246,7 +348,7 @@ async fn list_quotas(
 async fn get_quota(
     State(state): State<AppState>,
     ApiViewer(v): ApiViewer,
-    Path((team, pool)): Path<(String, String)>,
+    ApiPath((team, pool)): ApiPath<(String, String)>,
 ) -> ApiResult<impl IntoResponse> {
     let cell = state.portal.quota_for(&v, &team, &pool).await?;
     Ok(([(http::header::ETAG, etag(cell.version))], Json(cell)))
@@ -342,7 +444,7 @@ async fn put_quota(
     State(state): State<AppState>,
     ApiViewer(v): ApiViewer,
     ClientAddr(address): ClientAddr,
-    Path((team, pool)): Path<(String, String)>,
+    ApiPath((team, pool)): ApiPath<(String, String)>,
     headers: HeaderMap,
     ApiJson(body): ApiJson<serde_json::Value>,
 ) -> ApiResult<impl IntoResponse> {
@@ -429,9 +531,8 @@ struct AuditQuery {
 async fn audit_log(
     State(state): State<AppState>,
     ApiViewer(v): ApiViewer,
-    q: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> ApiResult<Response> {
-    let Query(q) = q.map_err(|e| ApiError::invalid("query", e.body_text()))?;
     let entries = state
         .portal
         .audit_log(
@@ -492,21 +593,16 @@ impl<S: Send + Sync> FromRequest<S> for DefinitionText {
     type Rejection = ApiFailure;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let accepted = req
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| {
-                [
-                    "application/yaml",
-                    "application/x-yaml",
-                    "text/yaml",
-                    "application/json",
-                    "text/plain",
-                ]
-                .iter()
-                .any(|t| v.starts_with(t))
-            });
+        let accepted = media_type_is(
+            &req,
+            &[
+                "application/yaml",
+                "application/x-yaml",
+                "text/yaml",
+                "application/json",
+                "text/plain",
+            ],
+        );
         if !accepted {
             return Err(ApiFailure(ApiError::bad_request(
                 "send the template definition as YAML (Content-Type: application/yaml) or JSON",
@@ -542,7 +638,7 @@ async fn add_template_version(
     State(state): State<AppState>,
     ApiViewer(v): ApiViewer,
     ClientAddr(address): ClientAddr,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
     DefinitionText(text): DefinitionText,
 ) -> ApiResult<impl IntoResponse> {
     let t = state
@@ -556,7 +652,7 @@ async fn deprecate_template(
     State(state): State<AppState>,
     ApiViewer(v): ApiViewer,
     ClientAddr(address): ClientAddr,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> ApiResult<impl IntoResponse> {
     state.portal.deprecate_template(&v, &name, address).await?;
     Ok(Json(
@@ -597,14 +693,8 @@ struct JobsQuery {
 async fn list_jobs(
     State(state): State<AppState>,
     ApiViewer(v): ApiViewer,
-    query: Result<Query<JobsQuery>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(q): ApiQuery<JobsQuery>,
 ) -> ApiResult<impl IntoResponse> {
-    let Query(q) = query.map_err(|e| {
-        ApiError::invalid(
-            "query",
-            format!("{}; accepted: state, team, mine", e.body_text()),
-        )
-    })?;
     let state_filter = match q.state.as_deref() {
         None | Some("") => None,
         Some(s) => Some(JobState::parse(s).ok_or_else(|| {
@@ -628,7 +718,7 @@ async fn list_jobs(
 async fn get_job(
     State(state): State<AppState>,
     ApiViewer(v): ApiViewer,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<impl IntoResponse> {
     Ok(Json(state.portal.job_for(&v, &id).await?))
 }
@@ -636,7 +726,7 @@ async fn get_job(
 async fn cancel(
     State(state): State<AppState>,
     ApiViewer(v): ApiViewer,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<impl IntoResponse> {
     Ok(Json(state.portal.cancel(&v, &id).await?))
 }
@@ -816,7 +906,7 @@ async fn create_token(
 async fn revoke_token(
     State(state): State<AppState>,
     ApiViewer(v): ApiViewer,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<impl IntoResponse> {
     use app::backend::Backend;
     state.portal.revoke_token(&v, &id).await?;
@@ -840,17 +930,27 @@ fn usage_time(
     v: &str,
     tz: chrono_tz::Tz,
 ) -> Result<chrono::DateTime<chrono::Utc>, ApiError> {
-    if let Ok(d) = v.parse::<chrono::NaiveDate>() {
-        return Ok(crate::usage::local_midnight(d, tz));
+    use chrono::Datelike;
+    let t = match v.parse::<chrono::NaiveDate>() {
+        Ok(d) => crate::usage::local_midnight(d, tz),
+        Err(_) => chrono::DateTime::parse_from_rfc3339(v)
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .map_err(|_| {
+                ApiError::invalid(
+                    field,
+                    format!("'{v}' is neither a date (2026-11-01) nor an RFC 3339 time"),
+                )
+            })?,
+    };
+    // The years RFC 3339 can write; chrono reads dates up to ±262143, at whose ends a day
+    // more or less (the report's default span, its buckets) would not exist.
+    if !(1..=9999).contains(&t.year()) {
+        return Err(ApiError::invalid(
+            field,
+            format!("'{v}' is outside the years 1 to 9999"),
+        ));
     }
-    chrono::DateTime::parse_from_rfc3339(v)
-        .map(|t| t.with_timezone(&chrono::Utc))
-        .map_err(|_| {
-            ApiError::invalid(
-                field,
-                format!("'{v}' is neither a date (2026-11-01) nor an RFC 3339 time"),
-            )
-        })
+    Ok(t)
 }
 
 /// `GET /api/v1/usage`: GPU-hours allocated, used and idle, and efficiency, per bucket and
@@ -858,7 +958,7 @@ fn usage_time(
 async fn usage(
     State(state): State<AppState>,
     ApiViewer(v): ApiViewer,
-    Query(q): Query<UsageQuery>,
+    ApiQuery(q): ApiQuery<UsageQuery>,
 ) -> ApiResult<Response> {
     use crate::usage::{Bucket, GroupBy};
     let tz = state.portal.usage_tz();
@@ -934,7 +1034,7 @@ async fn usage(
 async fn job_utilization(
     State(state): State<AppState>,
     ApiViewer(v): ApiViewer,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<impl IntoResponse> {
     Ok(Json(state.portal.job_utilization(&v, &id).await?))
 }

@@ -7,6 +7,7 @@ pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod db;
+pub mod input;
 pub mod metrics;
 pub mod oidc;
 pub mod reconciler;

@@ -445,6 +445,7 @@ impl Portal {
         bucket: crate::usage::Bucket,
         team: Option<&str>,
     ) -> Result<Vec<crate::usage::UsageRow>, ApiError> {
+        crate::input::single_line_opt("team", team)?;
         let teams = self.report_teams(viewer, team)?;
         Ok(crate::usage::from_database(
             &self.db,
@@ -546,6 +547,7 @@ impl Portal {
     }
 
     pub async fn viewer_by_id(&self, user: &str) -> Result<Option<Viewer>, ApiError> {
+        crate::input::single_line("user", user)?;
         Ok(self.db.get_viewer(user).await?)
     }
 
@@ -560,6 +562,16 @@ impl Portal {
         viewer: &Viewer,
         req: &LaunchRequest,
     ) -> Result<ValidLaunch, ApiError> {
+        use crate::input::{json_single_line, single_line, single_line_opt};
+        single_line("template", &req.template)?;
+        single_line_opt("pool", req.pool.as_deref())?;
+        single_line_opt("team", req.team.as_deref())?;
+        single_line_opt("name", req.name.as_deref())?;
+        for (key, value) in &req.params {
+            let field = format!("params.{}", key.escape_debug());
+            single_line(&field, key)?;
+            json_single_line(&field, value)?;
+        }
         let team = match &req.team {
             Some(t) if viewer.is_member_of(t) => t.clone(),
             Some(t) => {
@@ -693,6 +705,7 @@ impl Portal {
     ) -> Result<(Job, bool), ApiError> {
         let body = serde_json::to_string(&req).map_err(internal)?;
         if let Some(key) = key.as_deref() {
+            crate::input::single_line("Idempotency-Key", key)?;
             if key.is_empty() || key.len() > 200 {
                 return Err(ApiError::invalid(
                     "Idempotency-Key",
@@ -919,6 +932,8 @@ impl Portal {
         if !viewer.is_admin {
             return Err(ApiError::forbidden("only admins see every team's quotas"));
         }
+        crate::input::single_line("team", team)?;
+        crate::input::single_line("pool", pool)?;
         let ctx = self.quota_context().await?;
         self.quota_cell(team, pool, &ctx)
             .await?
@@ -941,6 +956,8 @@ impl Portal {
         if !viewer.is_admin {
             return Err(ApiError::forbidden("only admins change quotas"));
         }
+        crate::input::single_line("team", team)?;
+        crate::input::single_line("pool", pool)?;
         let pools = self.db.list_pools().await?;
         let Some(p) = pools.iter().find(|p| p.name == pool) else {
             return Err(ApiError::not_found(format!(
@@ -1031,6 +1048,10 @@ impl Portal {
     ) -> Result<QuotaPreview, ApiError> {
         if !viewer.is_admin {
             return Err(ApiError::forbidden("only admins preview quota changes"));
+        }
+        for (team, pool, _) in &changes {
+            crate::input::single_line("team", team)?;
+            crate::input::single_line("pool", pool)?;
         }
         let started = std::time::Instant::now();
         let rows = self.db.list_pools().await?;
@@ -1131,6 +1152,7 @@ impl Portal {
         text: &str,
         address: Option<String>,
     ) -> Result<Template, ApiError> {
+        crate::input::single_line("name", name)?;
         let mut t = self.parse_template(viewer, text).await?;
         let Some((newest, deprecated)) = self.db.template_state(name).await? else {
             return Err(ApiError::not_found(format!(
@@ -1173,6 +1195,7 @@ impl Portal {
         if !viewer.is_admin {
             return Err(ApiError::forbidden("only admins manage templates"));
         }
+        crate::input::single_line("name", name)?;
         let Some((newest, _)) = self.db.template_state(name).await? else {
             return Err(ApiError::not_found(format!(
                 "there is no template '{name}'"
@@ -1204,7 +1227,20 @@ impl Portal {
             .into_iter()
             .map(|p| (p.name, p.nodes * GPUS_PER_NODE))
             .collect();
-        crate::template_def::parse(text, &pools).map_err(|why| ApiError::invalid("template", why))
+        // Tab and newline belong to YAML; other control characters, written as they are or
+        // as escapes (`"\0"`), are refused in every value, and newlines only in free text.
+        crate::input::multi_line("template", text)?;
+        let t = crate::template_def::parse(text, &pools)
+            .map_err(|why| ApiError::invalid("template", why))?;
+        let fields = serde_json::to_value(&t).map_err(internal)?;
+        crate::input::json_text("", &fields, &["description", "help"]).map_err(|e| {
+            let at = e.field.unwrap_or_default();
+            ApiError::invalid(
+                "template",
+                format!("{}: {}", at.trim_start_matches('.'), e.message),
+            )
+        })?;
+        Ok(t)
     }
 
     async fn audit_change(
@@ -1244,6 +1280,9 @@ impl Portal {
         if !viewer.is_admin {
             return Err(ApiError::forbidden("only admins read the audit log"));
         }
+        crate::input::single_line_opt("actor", filter.actor.as_deref())?;
+        crate::input::single_line_opt("action", filter.action.as_deref())?;
+        crate::input::single_line_opt("target", filter.target.as_deref())?;
         Ok(self.db.audit(&filter).await?)
     }
 
@@ -1415,6 +1454,7 @@ impl Portal {
 
     /// A job the viewer may see; another team's job is "not found", not "forbidden".
     async fn visible_row(&self, viewer: &Viewer, id: &str) -> Result<JobRow, ApiError> {
+        crate::input::single_line("id", id)?;
         let not_found = || ApiError::not_found(format!("no job with id '{id}'"));
         let row = match self.db.get_job(id).await {
             Ok(r) => r,
@@ -1433,6 +1473,7 @@ impl Portal {
     }
 
     pub async fn jobs(&self, viewer: &Viewer, filter: JobFilter) -> Result<Vec<Job>, ApiError> {
+        crate::input::single_line_opt("team", filter.team.as_deref())?;
         let teams = match &filter.team {
             Some(t) if Self::may_see(viewer, t) => Some(vec![t.clone()]),
             Some(t) => {
@@ -1776,6 +1817,7 @@ impl Backend for Portal {
         name: String,
         expires_in_days: Option<u32>,
     ) -> Result<NewApiToken, ApiError> {
+        crate::input::single_line("name", &name)?;
         let name = name.trim().to_string();
         if name.is_empty() || name.chars().count() > 64 {
             return Err(ApiError::invalid(
@@ -2046,6 +2088,7 @@ impl Backend for Portal {
     }
 
     async fn revoke_token(&self, viewer: &Viewer, id: &str) -> Result<(), ApiError> {
+        crate::input::single_line("id", id)?;
         let now = Utc::now();
         if !self.db.revoke_token(&viewer.user, id, now).await? {
             return Err(ApiError::not_found(format!(

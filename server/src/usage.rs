@@ -132,19 +132,17 @@ pub fn bucket_of(date: NaiveDate, bucket: Bucket) -> NaiveDate {
     }
 }
 
+/// The first day of the bucket after the one starting on `start`; saturating at the last
+/// date there is (a report is never near it, but a panic is not the way to say so).
 fn next_bucket(start: NaiveDate, bucket: Bucket) -> NaiveDate {
     match bucket {
-        Bucket::Day => start + Duration::days(1),
-        Bucket::Week => start + Duration::days(7),
-        Bucket::Month => {
-            let (y, m) = if start.month() == 12 {
-                (start.year() + 1, 1)
-            } else {
-                (start.year(), start.month() + 1)
-            };
-            NaiveDate::from_ymd_opt(y, m, 1).expect("first of a month")
-        }
+        Bucket::Day => start.checked_add_days(chrono::Days::new(1)),
+        Bucket::Week => start.checked_add_days(chrono::Days::new(7)),
+        Bucket::Month => start
+            .with_day(1)
+            .and_then(|d| d.checked_add_months(chrono::Months::new(1))),
     }
+    .unwrap_or(NaiveDate::MAX)
 }
 
 /// The instant a local date begins in `tz`. Where midnight does not exist (a DST jump at
@@ -155,7 +153,10 @@ pub fn local_midnight(date: NaiveDate, tz: Tz) -> DateTime<Utc> {
         if let Some(x) = tz.from_local_datetime(&t).earliest() {
             return x.with_timezone(&Utc);
         }
-        t += Duration::minutes(1);
+        match t.checked_add_signed(Duration::minutes(1)) {
+            Some(next) => t = next,
+            None => break,
+        }
     }
     Utc.from_utc_datetime(&date.and_hms_opt(0, 0, 0).expect("midnight"))
 }
@@ -188,7 +189,12 @@ pub fn pieces(
     while cur < end {
         let b = bucket_of(local_date(cur, tz), bucket);
         let boundary = local_midnight(next_bucket(b, bucket), tz);
-        let piece_end = end.min(boundary);
+        // At the last date there is, the next bucket saturates to this one: take the rest.
+        let piece_end = if boundary > cur {
+            end.min(boundary)
+        } else {
+            end
+        };
         out.push((
             b,
             (piece_end - cur).num_milliseconds() as f64 * f64::from(i.gpus),

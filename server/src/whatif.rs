@@ -37,6 +37,9 @@ pub fn percentile(sorted: &[i64], p: f64) -> i64 {
     sorted[rank.min(sorted.len()) - 1]
 }
 
+/// How long a replay runs on after the last arrival: 90 days, a generous bound.
+const REPLAY_TAIL_S: u64 = 90 * 86_400;
+
 #[derive(Default)]
 struct JobTally {
     team: String,
@@ -73,7 +76,7 @@ pub fn replay(
             match change {
                 Change::Admitted { .. } => {
                     if let Some(q) = t.queued_since.take() {
-                        t.wait_s += (at - q).num_seconds();
+                        t.wait_s = t.wait_s.saturating_add((at - q).num_seconds());
                     }
                     t.started = true;
                     t.running_since = Some(at);
@@ -82,7 +85,7 @@ pub fn replay(
                     if let Some(r) = t.running_since.take() {
                         t.gpu_seconds += (at - r).num_seconds() as f64 * t.gpus as f64;
                     }
-                    t.preemptions += 1;
+                    t.preemptions = t.preemptions.saturating_add(1);
                     t.queued_since = Some(at);
                 }
                 Change::Succeeded { .. } | Change::Failed { .. } | Change::Cancelled { .. } => {
@@ -116,7 +119,9 @@ pub fn replay(
             gpus: j.gpus,
             priority: j.priority,
             submitted_at: j.submitted_at,
-            max_runtime_s: j.runtime_s.max(1),
+            // Stored times are trusted nowhere: a runtime past the replay's end (or one that
+            // would not fit the sim's signed seconds) ends with the replay.
+            max_runtime_s: j.runtime_s.clamp(1, REPLAY_TAIL_S),
             run: RunSpec::default(),
         };
         if st.enqueue(spec).unwrap_or(false) {
@@ -126,8 +131,11 @@ pub fn replay(
         last = Some(j.submitted_at);
     }
     if let Some(last) = last {
-        // Let what was started or queued run out (a generous bound: 90 days).
-        st.step(last + Duration::days(90), Duration::zero(), &mut out);
+        // Let what was started or queued run out.
+        let end = last
+            .checked_add_signed(Duration::seconds(REPLAY_TAIL_S as i64))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        st.step(end, Duration::zero(), &mut out);
         apply(&mut out, &mut tally);
     }
     let mut by_team: BTreeMap<String, (Vec<i64>, TeamOutcome)> = BTreeMap::new();
@@ -146,13 +154,13 @@ pub fn replay(
                 },
             )
         });
-        e.1.jobs += 1;
-        e.1.preemptions += t.preemptions;
+        e.1.jobs = e.1.jobs.saturating_add(1);
+        e.1.preemptions = e.1.preemptions.saturating_add(t.preemptions);
         e.1.gpu_hours += t.gpu_seconds / 3600.0;
         if t.started {
             e.0.push(t.wait_s);
         } else {
-            e.1.never_started += 1;
+            e.1.never_started = e.1.never_started.saturating_add(1);
         }
     }
     by_team
@@ -314,6 +322,41 @@ mod tests {
                 strategy: None,
             },
         )
+    }
+
+    /// Stored history is not trusted to be sane: arrivals at the end of time, runtimes past
+    /// any bound and gangs of every GPU a u32 holds replay without a panic or a wrap.
+    #[test]
+    fn extreme_history_replays_without_overflow() {
+        let end = DateTime::<Utc>::MAX_UTC - Duration::hours(1);
+        let trace = vec![
+            TraceJob {
+                submitted_at: end,
+                runtime_s: u64::MAX,
+                ..job("a", 8, 0, 1)
+            },
+            TraceJob {
+                submitted_at: DateTime::<Utc>::MIN_UTC,
+                runtime_s: u64::MAX,
+                ..job("a", 8, 0, 1)
+            },
+            TraceJob {
+                runtime_s: i64::MAX as u64 + 1,
+                ..job("b", u32::MAX, 0, 1)
+            },
+            job("b", 8, 5, 10),
+        ];
+        let out = replay(
+            &pool(2),
+            &[q("a", 8, Some(8)), q("b", u32::MAX, None)],
+            &trace,
+        );
+        let a = out.iter().find(|o| o.team == "a").unwrap();
+        assert_eq!(a.jobs, 2);
+        assert!(a.median_wait_s >= 0 && a.p90_wait_s >= 0, "{a:?}");
+        assert!(a.gpu_hours.is_finite() && a.gpu_hours > 0.0, "{a:?}");
+        let b = out.iter().find(|o| o.team == "b").unwrap();
+        assert_eq!((b.jobs, b.never_started), (2, 1), "{b:?}");
     }
 
     #[test]

@@ -174,6 +174,33 @@ impl Client {
         (status, res.json().await.unwrap_or(Value::Null))
     }
 
+    /// Any request: the status, the body as JSON (`Null` if it is not JSON) and its
+    /// Content-Type.
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> (StatusCode, Value, String) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if let Some(b) = body {
+            req = req.body(b.to_vec());
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status();
+        let kind = res
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap_or_default().to_string())
+            .unwrap_or_default();
+        (status, res.json().await.unwrap_or(Value::Null), kind)
+    }
+
     async fn launch(&self, body: Value) -> Value {
         let (status, job) = self.post("/api/v1/jobs", body).await;
         assert_eq!(status, StatusCode::CREATED, "{job}");
@@ -187,6 +214,10 @@ impl Client {
         assert_eq!(status, StatusCode::OK, "{body}");
     }
 }
+
+/// One row of a table of requests: who sends it, the method, the path, the headers, the
+/// body, and the field the refusal must name.
+type Case<'a, S> = (&'a Client, &'a str, S, &'a [(&'a str, &'a str)], S, &'a str);
 
 fn llama(gpus: u32) -> Value {
     json!({ "template": "llama-3.1-8b-fsdp", "gpus": gpus, "pool": "hgx-h100" })
@@ -224,6 +255,10 @@ on_both!(
     a_job_larger_than_the_quota_is_accepted_and_waits_saying_why,
     sign_in_follows_only_paths_of_our_own,
     json_bodies_are_parsed_strictly,
+    json_errors_name_the_field_and_every_api_error_is_json,
+    control_characters_are_refused_on_every_input,
+    random_input_at_the_edge_never_breaks_the_server,
+    extreme_numbers_are_refused_at_the_edge,
     kube_back_end_keeps_serving_while_the_api_server_is_down,
     quota_api_checks_values_refuses_stale_edits_and_audits,
     quota_preview_replays_real_launches_under_the_draft,
@@ -1129,6 +1164,364 @@ async fn json_bodies_are_parsed_strictly(t: Target) {
     finish(app, db).await;
 }
 
+/// Duplicate keys (also inside `params`, a free map), missing fields and wrong types are a
+/// 422 naming the field, on every JSON body; query strings and path segments are read as
+/// strictly, and every `/api/v1` error is the JSON error shape (issue 13, point 3).
+async fn json_errors_name_the_field_and_every_api_error_is_json(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let res = carol
+        .http
+        .get(format!("{}/api/v1/quotas/nlp/hgx-h100", app.base))
+        .send()
+        .await
+        .unwrap();
+    let tag = res.headers()["etag"].to_str().unwrap().to_string();
+    let json = [("content-type", "application/json")];
+    let put = [
+        ("content-type", "application/json"),
+        ("if-match", tag.as_str()),
+    ];
+    let yaml = [("content-type", "application/yaml")];
+    let definition = NEOX.replace("family: GPT-NeoX\n", "family: GPT-NeoX\nfamily: again\n");
+    // (who, method, path, headers, body, field named)
+    #[rustfmt::skip]
+    let cases: Vec<Case<&str>> = vec![
+        // duplicate keys
+        (&alice, "POST", "/api/v1/jobs", &json, r#"{"template": "mistral-7b-sft", "gpus": 8, "gpus": 16}"#, "gpus"),
+        (&alice, "POST", "/api/v1/jobs", &json, r#"{"template": "mistral-7b-sft", "gpus": 8, "params": {"epochs": 1, "epochs": 2}}"#, "params.epochs"),
+        (&alice, "POST", "/api/v1/manifests", &json, r#"{"template": "mistral-7b-sft", "gpus": 8, "params": {"epochs": 1, "epochs": 2}}"#, "params.epochs"),
+        (&carol, "PUT", "/api/v1/quotas/nlp/hgx-h100", &put, r#"{"nominal_gpus": 8, "nominal_gpus": 4000000000}"#, "nominal_gpus"),
+        (&carol, "POST", "/api/v1/quotas/preview", &json, r#"{"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": 8, "pool": "hgx-h200"}]}"#, "changes[0].pool"),
+        (&alice, "POST", "/api/v1/tokens", &json, r#"{"name": "a", "name": "b"}"#, "name"),
+        (&carol, "POST", "/api/v1/sim/advance", &json, r#"{"seconds": 1, "seconds": 2}"#, "seconds"),
+        (&carol, "POST", "/api/v1/templates", &yaml, &definition, "template"),
+        // unknown fields, named by their path
+        (&carol, "POST", "/api/v1/quotas/preview", &json, r#"{"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": 8, "colour": 1}]}"#, "changes[0].colour"),
+        (&alice, "POST", "/api/v1/tokens", &json, r#"{"name": "a", "colour": 1}"#, "colour"),
+        // missing fields
+        (&alice, "POST", "/api/v1/jobs", &json, r#"{"gpus": 8}"#, "template"),
+        (&alice, "POST", "/api/v1/manifests", &json, r#"{"template": "mistral-7b-sft"}"#, "gpus"),
+        (&carol, "PUT", "/api/v1/quotas/nlp/hgx-h100", &put, r#"{}"#, "nominal_gpus"),
+        (&carol, "POST", "/api/v1/quotas/preview", &json, r#"{}"#, "changes"),
+        (&carol, "POST", "/api/v1/quotas/preview", &json, r#"{"changes": [{"team": "nlp", "nominal_gpus": 8}]}"#, "changes[0].pool"),
+        (&alice, "POST", "/api/v1/tokens", &json, r#"{}"#, "name"),
+        (&carol, "POST", "/api/v1/sim/advance", &json, r#"{}"#, "seconds"),
+        (&carol, "POST", "/api/v1/templates", &yaml, "name: x\n", "template"),
+        // wrong types
+        (&alice, "POST", "/api/v1/jobs", &json, r#"{"template": 7, "gpus": 8}"#, "template"),
+        (&alice, "POST", "/api/v1/jobs", &json, r#"{"template": "mistral-7b-sft", "gpus": 8, "params": []}"#, "params"),
+        (&alice, "POST", "/api/v1/jobs", &json, r#"{"template": "mistral-7b-sft", "gpus": 8, "priority": "urgent"}"#, "priority"),
+        (&carol, "PUT", "/api/v1/quotas/nlp/hgx-h100", &put, r#"{"nominal_gpus": "8"}"#, "nominal_gpus"),
+        (&carol, "POST", "/api/v1/quotas/preview", &json, r#"{"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": -1}]}"#, "changes[0].nominal_gpus"),
+        (&carol, "POST", "/api/v1/quotas/preview", &json, r#"{"changes": {}}"#, "changes"),
+        (&alice, "POST", "/api/v1/tokens", &json, r#"{"name": ["a"]}"#, "name"),
+        (&alice, "POST", "/api/v1/tokens", &json, r#"{"name": "a", "expires_in_days": 1.5}"#, "expires_in_days"),
+        (&carol, "POST", "/api/v1/sim/advance", &json, r#"{"seconds": "60"}"#, "seconds"),
+        (&carol, "POST", "/api/v1/templates/llama-3.1-8b-fsdp/versions", &yaml, "name: [1]\n", "template"),
+        // query strings
+        (&alice, "GET", "/api/v1/usage?bogus=1", &[], "", "bogus"),
+        (&alice, "GET", "/api/v1/jobs?limit=abc", &[], "", "limit"),
+        (&alice, "GET", "/api/v1/jobs?mine=perhaps", &[], "", "mine"),
+        (&alice, "GET", "/api/v1/jobs?state=queued&state=running", &[], "", "state"),
+        (&carol, "GET", "/api/v1/audit?limit=abc", &[], "", "limit"),
+        (&carol, "GET", "/api/v1/audit?colour=red", &[], "", "colour"),
+        // path segments that are not UTF-8
+        (&alice, "GET", "/api/v1/jobs/%FF", &[], "", "id"),
+        (&carol, "GET", "/api/v1/quotas/nlp/%C0", &[], "", "pool"),
+    ];
+    for (who, method, path, headers, body, field) in cases {
+        let body = (!body.is_empty()).then_some(body.as_bytes());
+        let (status, err, kind) = who.send(method, path, headers, body).await;
+        let what = format!(
+            "{method} {path} {}",
+            String::from_utf8_lossy(body.unwrap_or_default())
+        );
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{what}: {err}");
+        assert!(kind.starts_with("application/json"), "{what}: {kind}");
+        assert_eq!(err["error"]["code"], "invalid", "{what}: {err}");
+        assert_eq!(err["error"]["field"], field, "{what}: {err}");
+        assert!(
+            err["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{what}: {err}"
+        );
+    }
+    // Other refusals under /api/v1 are JSON too.
+    for (method, path, status) in [
+        ("DELETE", "/api/v1/jobs", 405),
+        ("PUT", "/api/v1/usage", 405),
+        ("GET", "/api/v1/no-such-route", 404),
+    ] {
+        let (got, err, kind) = alice.send(method, path, &[], None).await;
+        assert_eq!(got.as_u16(), status, "{method} {path}: {err}");
+        assert!(
+            kind.starts_with("application/json"),
+            "{method} {path}: {kind}"
+        );
+        assert!(err["error"]["code"].is_string(), "{method} {path}: {err}");
+    }
+    // Nothing above launched a job, made a token or changed a quota.
+    let (_, jobs) = alice.get("/api/v1/jobs").await;
+    assert_eq!(jobs.as_array().map(Vec::len), Some(0), "{jobs}");
+    let (_, tokens) = alice.get("/api/v1/tokens").await;
+    assert_eq!(tokens.as_array().map(Vec::len), Some(0), "{tokens}");
+    let (_, cell) = carol.get("/api/v1/quotas/nlp/hgx-h100").await;
+    assert_eq!(cell["version"], 1, "{cell}");
+    finish(app, db).await;
+}
+
+/// NUL and other control characters in any input — a path id, a query filter, a JSON field,
+/// a launch parameter, a server function's argument, a form field — are a 422 naming the
+/// field, never a 500 (Postgres refuses NUL in text) nor stored (SQLite keeps it). Tab and
+/// newline are refused too, except in a template definition's free text (issue 13, point 4).
+async fn control_characters_are_refused_on_every_input(t: Target) {
+    use app::functions as f;
+    use leptos::server_fn::ServerFn;
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let job = alice.launch(llama(8)).await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let res = carol
+        .http
+        .get(format!("{}/api/v1/quotas/nlp/hgx-h100", app.base))
+        .send()
+        .await
+        .unwrap();
+    let tag = res.headers()["etag"].to_str().unwrap().to_string();
+    let json = [("content-type", "application/json")];
+    let form = [("content-type", "application/x-www-form-urlencoded")];
+    let put = [
+        ("content-type", "application/json"),
+        ("if-match", tag.as_str()),
+    ];
+    let yaml = [("content-type", "application/yaml")];
+    let tab_key = [
+        ("content-type", "application/json"),
+        ("idempotency-key", "run\t1"),
+    ];
+    let nul_in_yaml = NEOX.replace(
+        "display_name: GPT-NeoX 20B fine-tune",
+        "display_name: \"GPT\\0NeoX\"",
+    );
+    let raw_nul_in_yaml = NEOX.replace("family: GPT-NeoX", "family: GPT\u{1}NeoX");
+    let newline_in_image = NEOX.replace(
+        "image: registry.internal/ml/neox:2026.11",
+        "image: \"registry.internal/ml/neox:2026.11\\n\"",
+    );
+    let launch =
+        |extra: &str| format!(r#"{{"template": "llama-3.1-8b-fsdp", "gpus": 8, {extra}}}"#);
+    let launch_fn = |extra: &str| format!(r#"{{"req": {}, "idempotency_key": ""}}"#, launch(extra));
+    let quota_form = |team: &str| {
+        format!("team={team}&pool=hgx-h100&draft[nominal_gpus]=8&draft[queueing_strategy]=BestEffortFIFO&version=1")
+    };
+    // (who, method, path, headers, body, field named)
+    #[rustfmt::skip]
+    let cases: Vec<Case<String>> = vec![
+        // path ids
+        (&alice, "GET", "/api/v1/jobs/a%00b".into(), &[], "".into(), "id"),
+        (&alice, "POST", format!("/api/v1/jobs/{id}%0A/cancel"), &[], "".into(), "id"),
+        (&alice, "GET", "/api/v1/jobs/%7F/utilization".into(), &[], "".into(), "id"),
+        (&carol, "GET", "/api/v1/quotas/nlp%00/hgx-h100".into(), &[], "".into(), "team"),
+        (&carol, "PUT", "/api/v1/quotas/nlp/hgx-h100%01".into(), &put, r#"{"nominal_gpus": 8}"#.into(), "pool"),
+        (&carol, "POST", "/api/v1/templates/gpt%00/versions".into(), &yaml, NEOX.into(), "name"),
+        (&carol, "POST", "/api/v1/templates/gpt%00/deprecate".into(), &[], "".into(), "name"),
+        (&alice, "DELETE", "/api/v1/tokens/x%00".into(), &[], "".into(), "id"),
+        // query filters
+        (&carol, "GET", "/api/v1/jobs?team=nlp%00".into(), &[], "".into(), "team"),
+        (&alice, "GET", "/api/v1/jobs?state=%00".into(), &[], "".into(), "state"),
+        (&carol, "GET", "/api/v1/audit?actor=carol%00".into(), &[], "".into(), "actor"),
+        (&carol, "GET", "/api/v1/audit?action=%09".into(), &[], "".into(), "action"),
+        (&carol, "GET", "/api/v1/audit?target=x%1B".into(), &[], "".into(), "target"),
+        (&carol, "GET", "/api/v1/usage?team=nlp%00".into(), &[], "".into(), "team"),
+        (&carol, "GET", "/api/v1/usage?from=2026-11-01%00".into(), &[], "".into(), "from"),
+        // JSON fields and launch parameters
+        (&alice, "POST", "/api/v1/jobs".into(), &json, r#"{"template": "llama-3.1-8b-fsdp\u0000", "gpus": 8}"#.into(), "template"),
+        (&alice, "POST", "/api/v1/jobs".into(), &json, launch(r#""pool": "hgx-h100\u0000""#), "pool"),
+        (&alice, "POST", "/api/v1/jobs".into(), &json, launch(r#""team": "nlp\u0000""#), "team"),
+        (&alice, "POST", "/api/v1/jobs".into(), &json, launch(r#""name": "run\u0000""#), "name"),
+        (&alice, "POST", "/api/v1/jobs".into(), &json, launch(r#""name": "run\nтwo""#), "name"),
+        (&alice, "POST", "/api/v1/jobs".into(), &json, launch(r#""params": {"dataset": "s3://x/\u0000"}"#), "params.dataset"),
+        (&alice, "POST", "/api/v1/jobs".into(), &json, launch(r#""params": {"data\u0000set": "s3://x/"}"#), "params.data\\0set"),
+        (&alice, "POST", "/api/v1/jobs".into(), &tab_key, launch(r#""name": "ok""#), "Idempotency-Key"),
+        (&alice, "POST", "/api/v1/tokens".into(), &json, r#"{"name": "ci\u0000"}"#.into(), "name"),
+        (&alice, "POST", "/api/v1/tokens".into(), &json, r#"{"name": "ci\tpipeline"}"#.into(), "name"),
+        (&carol, "PUT", "/api/v1/quotas/nlp/hgx-h100".into(), &put, r#"{"nominal_gpus": 8, "queueing_strategy": "StrictFIFO\u0000"}"#.into(), "queueing_strategy"),
+        (&carol, "POST", "/api/v1/quotas/preview".into(), &json, r#"{"changes": [{"team": "nlp\u0000", "pool": "hgx-h100", "nominal_gpus": 8}]}"#.into(), "changes[0].team"),
+        (&carol, "POST", "/api/v1/templates".into(), &yaml, nul_in_yaml.clone(), "template"),
+        (&carol, "POST", "/api/v1/templates".into(), &yaml, raw_nul_in_yaml.clone(), "template"),
+        (&carol, "POST", "/api/v1/templates".into(), &yaml, newline_in_image, "template"),
+        // server functions (what the pages call)
+        (&alice, "POST", f::CreateApiToken::PATH.into(), &json, r#"{"name": "ci\u0000", "expires_in_days": null}"#.into(), "name"),
+        (&alice, "POST", f::RevokeApiToken::PATH.into(), &form, "id=x%00".into(), "id"),
+        (&alice, "POST", f::GetJob::PATH.into(), &form, "id=a%00".into(), "id"),
+        (&alice, "POST", f::CancelJob::PATH.into(), &form, format!("id={id}%00"), "id"),
+        (&alice, "POST", f::GetJobUtilization::PATH.into(), &form, "id=%00".into(), "id"),
+        (&alice, "POST", f::LaunchJob::PATH.into(), &json, launch_fn(r#""name": "run\u0000""#), "name"),
+        (&alice, "POST", f::LaunchJob::PATH.into(), &json, launch_fn(r#""params": {"dataset": "s3://\u001b[31m"}"#), "params.dataset"),
+        (&alice, "POST", f::LaunchJob::PATH.into(), &json, format!(r#"{{"req": {}, "idempotency_key": "k\u0000"}}"#, launch("\"name\": \"ok\"")), "Idempotency-Key"),
+        (&alice, "POST", f::CheckLaunch::PATH.into(), &json, format!(r#"{{"req": {}}}"#, launch(r#""team": "nlp\u0000""#)), "team"),
+        (&carol, "POST", f::AuditRecords::PATH.into(), &form, "actor=carol%00".into(), "actor"),
+        (&carol, "POST", f::SaveQuota::PATH.into(), &form, quota_form("nlp%00"), "team"),
+        (&carol, "POST", f::PreviewQuota::PATH.into(), &form, quota_form("nlp%0A"), "team"),
+        (&carol, "POST", f::SaveTemplate::PATH.into(), &form, format!("definition={}", urlencode(&raw_nul_in_yaml)), "template"),
+        (&carol, "POST", f::SaveTemplate::PATH.into(), &form, format!("name=gpt%00&definition={}", urlencode(NEOX)), "name"),
+        (&carol, "POST", f::DeprecateTemplate::PATH.into(), &form, "name=gpt%00".into(), "name"),
+        // the sign-in form
+        (&alice, "POST", "/auth/dev/login".into(), &form, "user=alice%00".into(), "user"),
+    ];
+    for (who, method, path, headers, body, field) in &cases {
+        let sent = (!body.is_empty()).then_some(body.as_bytes());
+        let (status, err, _) = who.send(method, path, headers, sent).await;
+        let what = format!("{method} {path} {body}");
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{what}: {err}");
+        // The JSON API wraps the error in `error`; a server function answers it bare.
+        let e = if err["error"].is_object() {
+            &err["error"]
+        } else {
+            &err
+        };
+        assert_eq!(e["code"], "invalid", "{what}: {err}");
+        assert_eq!(e["field"], *field, "{what}: {err}");
+    }
+    // Nothing was stored: the one job, no token, no template, no changed quota.
+    let (_, jobs) = carol.get("/api/v1/jobs").await;
+    assert_eq!(jobs.as_array().map(Vec::len), Some(1), "{jobs}");
+    assert_ne!(jobs[0]["state"], "cancelled", "{jobs}");
+    let (_, tokens) = alice.get("/api/v1/tokens").await;
+    assert_eq!(tokens.as_array().map(Vec::len), Some(0), "{tokens}");
+    let (_, templates) = carol.get("/api/v1/templates").await;
+    assert!(
+        templates
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["name"] != "gpt-neox-20b"),
+        "{templates}"
+    );
+    let (_, cell) = carol.get("/api/v1/quotas/nlp/hgx-h100").await;
+    assert_eq!(cell["version"], 1, "{cell}");
+    // Free text keeps its lines and tabs: a description over two lines is taken.
+    let described = NEOX.replace(
+        "method: Full fine-tune\n",
+        "method: Full fine-tune\ndescription: |\n  Two lines,\n  \tthe second indented.\n",
+    );
+    let (status, t, _) = carol
+        .send(
+            "POST",
+            "/api/v1/templates",
+            &yaml,
+            Some(described.as_bytes()),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{t}");
+    assert!(t["description"].as_str().unwrap().contains('\n'), "{t}");
+    finish(app, db).await;
+}
+
+/// Where huge numbers can enter — a launch's GPUs and runtime, a quota, a preview, a usage
+/// report's dates — they are refused with a 422 before any sum sees them (issue 13,
+/// point 5); the last dates a report may cover still work.
+async fn extreme_numbers_are_refused_at_the_edge(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let max = u64::MAX;
+    let change =
+        |n: u64| json!({"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": n}]});
+    let cases: Vec<(&Client, &str, Option<Value>, &str)> = vec![
+        (
+            &alice,
+            "/api/v1/jobs",
+            Some(json!({"template": "mistral-7b-sft", "gpus": u32::MAX})),
+            "gpus",
+        ),
+        (
+            &alice,
+            "/api/v1/jobs",
+            Some(json!({"template": "mistral-7b-sft", "gpus": max})),
+            "gpus",
+        ),
+        (
+            &alice,
+            "/api/v1/jobs",
+            Some(json!({"template": "mistral-7b-sft", "gpus": 8, "max_runtime_s": max})),
+            "max_runtime_s",
+        ),
+        (
+            &carol,
+            "/api/v1/quotas/preview",
+            Some(change(max)),
+            "changes[0].nominal_gpus",
+        ),
+        (
+            &carol,
+            "/api/v1/quotas/preview",
+            Some(json!({"changes": [], "days": i64::MIN})),
+            "days",
+        ),
+        (
+            &carol,
+            "/api/v1/sim/advance",
+            Some(json!({"seconds": i64::MAX})),
+            "seconds",
+        ),
+        // chrono reads dates up to +262142-12-31: a day-bucket after it does not exist
+        (
+            &carol,
+            "/api/v1/usage?from=%2B262142-12-01&to=%2B262142-12-31",
+            None,
+            "to",
+        ),
+        (&carol, "/api/v1/usage?from=%2B262142-12-30", None, "from"),
+        // nor do the 30 days before -262143-01-02 (the default span)
+        (&carol, "/api/v1/usage?to=-262143-01-02", None, "to"),
+        (
+            &carol,
+            "/api/v1/usage?from=-262143-01-01&to=-262143-01-20",
+            None,
+            "to",
+        ),
+    ];
+    for (who, path, body, field) in cases {
+        let (status, err) = match &body {
+            Some(b) => who.post(path, b.clone()).await,
+            None => who.get(path).await,
+        };
+        assert_eq!(
+            status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{path} {body:?}: {err}"
+        );
+        assert_eq!(err["error"]["field"], field, "{path} {body:?}: {err}");
+    }
+    for bucket in ["day", "week", "month"] {
+        let (status, report) = carol
+            .get(&format!(
+                "/api/v1/usage?from=9999-11-01&to=9999-12-31&bucket={bucket}"
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{bucket}: {report}");
+    }
+    finish(app, db).await;
+}
+
+/// `application/x-www-form-urlencoded` for a value.
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 async fn health_and_readiness(t: Target) {
     let db = fresh_database(t).await;
     let app = App::start(&db).await;
@@ -1516,7 +1909,7 @@ async fn bad_input_gets_a_clear_error(t: Target) {
             422,
             "colour",
         ),
-        ("missing field", json!({ "gpus": 8 }), 422, ""),
+        ("missing field", json!({ "gpus": 8 }), 422, "template"),
         (
             "team not mine",
             json!({ "template": "mistral-7b-sft", "gpus": 8, "team": "vision" }),
@@ -3517,5 +3910,440 @@ async fn a_job_set_to_fail_fails_frees_its_gpus_and_counts_until_then(t: Target)
         .map(|r| r["gpu_hours_allocated"].as_f64().unwrap())
         .sum();
     assert_eq!(later, alices, "{report}");
+    finish(app, db).await;
+}
+
+// ---- the edge, fuzzed (issue 13, point 11) ---------------------------------------------
+
+mod fuzz {
+    use proptest::prelude::*;
+    use serde_json::{json, Map, Value};
+
+    /// Any JSON value, with the numbers and strings that break things more often than chance
+    /// would find: bounds of the integer types, huge floats, control characters, long text.
+    pub fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            prop_oneof![
+                Just(0i64),
+                Just(-1),
+                Just(1),
+                Just(8),
+                Just(u32::MAX as i64),
+                Just(u32::MAX as i64 + 1),
+                Just(i64::MAX),
+                Just(i64::MIN),
+                any::<i64>(),
+            ]
+            .prop_map(Value::from),
+            prop_oneof![Just(u64::MAX), any::<u64>()].prop_map(Value::from),
+            prop_oneof![
+                Just(1e308),
+                Just(-1e308),
+                Just(0.5),
+                Just(1e-300),
+                any::<f64>()
+            ]
+            .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+            text().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map(key(), inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Words the server knows, and text it should refuse.
+    pub fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(String::new()),
+            Just("nlp".to_string()),
+            Just("hgx-h100".to_string()),
+            Just("mistral-7b-sft".to_string()),
+            Just("BestEffortFIFO".to_string()),
+            Just("high".to_string()),
+            Just("a\u{0}b".to_string()),
+            Just("x".repeat(5000)),
+            "[a-z0-9 ./:-]{0,12}",
+            any::<String>(),
+        ]
+    }
+
+    fn key() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("epochs".to_string()),
+            Just("dataset".to_string()),
+            Just("learning_rate".to_string()),
+            "[a-z_]{1,8}",
+            any::<String>(),
+        ]
+    }
+
+    /// `base` with each field kept, left out or replaced by any JSON value, and perhaps a
+    /// field more; now and then not an object at all.
+    pub fn body(base: Value) -> impl Strategy<Value = Value> {
+        let fields: Vec<(String, Value)> = base
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let n = fields.len();
+        let edits = proptest::collection::vec(
+            prop_oneof![
+                8 => Just(None),
+                1 => Just(Some(None)),
+                2 => any_json().prop_map(|v| Some(Some(v))),
+            ],
+            n,
+        );
+        let extra = proptest::option::weighted(0.2, (key(), any_json()));
+        prop_oneof![
+            9 => (edits, extra).prop_map(move |(edits, extra)| {
+                let mut m = Map::new();
+                for ((k, v), e) in fields.iter().zip(edits) {
+                    match e {
+                        None => {
+                            m.insert(k.clone(), v.clone());
+                        }
+                        Some(None) => {}
+                        Some(Some(x)) => {
+                            m.insert(k.clone(), x);
+                        }
+                    }
+                }
+                if let Some((k, v)) = extra {
+                    m.insert(k, v);
+                }
+                Value::Object(m)
+            }),
+            1 => any_json(),
+        ]
+    }
+
+    /// A query string: known parameters and others, values from [`text`] and numbers,
+    /// percent-encoded byte by byte (so NUL, `&`, `=` and invalid UTF-8 all occur).
+    pub fn query(known: &'static [&'static str]) -> impl Strategy<Value = String> {
+        let name = prop_oneof![
+            4 => proptest::sample::select(known).prop_map(str::to_string),
+            1 => key(),
+        ];
+        let value = prop_oneof![
+            text(),
+            any::<i64>().prop_map(|n| n.to_string()),
+            Just("2026-11-01".to_string()),
+            Just("abc".to_string()),
+            proptest::collection::vec(any::<u8>(), 0..6)
+                .prop_map(|b| b.iter().map(|b| format!("%{b:02X}")).collect::<String>()),
+        ];
+        proptest::collection::vec((name, value), 0..4).prop_map(|pairs| {
+            pairs
+                .iter()
+                .map(|(k, v)| {
+                    let v = if v.starts_with('%') {
+                        v.clone()
+                    } else {
+                        super::urlencode(v)
+                    };
+                    format!("{}={v}", super::urlencode(k))
+                })
+                .collect::<Vec<_>>()
+                .join("&")
+        })
+    }
+
+    pub fn launch_body() -> Value {
+        json!({
+            "template": "mistral-7b-sft",
+            "gpus": 8,
+            "pool": "hgx-h100",
+            "params": {"epochs": 1, "dataset": "s3://d/"},
+            "max_runtime_s": 3600,
+            "name": "fuzz",
+            "priority": "normal",
+            "team": "nlp",
+        })
+    }
+
+    pub fn quota_body() -> Value {
+        json!({
+            "nominal_gpus": 8,
+            "borrowing_limit_gpus": 8,
+            "lending_limit_gpus": null,
+            "queueing_strategy": "BestEffortFIFO",
+        })
+    }
+
+    pub fn preview_change() -> Value {
+        json!({
+            "team": "nlp",
+            "pool": "hgx-h100",
+            "nominal_gpus": 8,
+            "borrowing_limit_gpus": 8,
+            "lending_limit_gpus": null,
+            "queueing_strategy": "StrictFIFO",
+        })
+    }
+
+    pub fn token_body() -> Value {
+        json!({ "name": "fuzz", "expires_in_days": 30 })
+    }
+
+    /// A template definition as JSON (which a YAML reader takes).
+    pub fn template_body() -> Value {
+        json!({
+            "name": "fuzzed",
+            "display_name": "Fuzzed",
+            "family": "F",
+            "model_size": "1B",
+            "method": "SFT",
+            "description": "d",
+            "default_pool": "hgx-h100",
+            "image": "registry.internal/f:1",
+            "command": ["torchrun", "train.py"],
+            "allowed_gpus": [8],
+            "default_gpus": 8,
+            "default_max_runtime_s": 3600,
+            "params": [{"name": "epochs", "kind": "int", "default": 1, "min": 1, "max": 9}],
+        })
+    }
+}
+
+/// One request the fuzz test sends: who, method, path, body.
+#[derive(Clone, Debug)]
+struct Probe {
+    admin: bool,
+    method: &'static str,
+    path: String,
+    body: Option<Value>,
+}
+
+/// Sends `probe` and checks the edge's promise: 2xx, or 4xx in the JSON error shape; never
+/// 5xx; and the number of jobs changes only when a launch answers 201.
+async fn probe_once(
+    app: &App,
+    alice: &Client,
+    carol: &Client,
+    probe: &Probe,
+) -> Result<u16, String> {
+    let who = if probe.admin { carol } else { alice };
+    let count = || async {
+        let (_, jobs) = carol.get("/api/v1/jobs").await;
+        jobs.as_array().map_or(0, Vec::len)
+    };
+    let before = count().await;
+    let mut headers = vec![("content-type", "application/json")];
+    let tag;
+    if probe.method == "PUT" {
+        let res = carol
+            .http
+            .get(format!("{}/api/v1/quotas/nlp/hgx-h100", app.base))
+            .send()
+            .await
+            .unwrap();
+        tag = res.headers()["etag"].to_str().unwrap().to_string();
+        headers.push(("if-match", tag.as_str()));
+    }
+    let body = probe.body.as_ref().map(|b| b.to_string().into_bytes());
+    let (status, answer, kind) = who
+        .send(probe.method, &probe.path, &headers, body.as_deref())
+        .await;
+    let after = count().await;
+    let what = format!("{probe:?} → {status} {answer}");
+    if status.is_server_error() || !(status.is_success() || status.is_client_error()) {
+        return Err(format!("not 2xx or 4xx: {what}"));
+    }
+    if status.is_client_error()
+        && !(kind.starts_with("application/json")
+            && answer["error"]["code"].is_string()
+            && answer["error"]["message"].is_string())
+    {
+        return Err(format!(
+            "a refusal not in the JSON error shape ({kind}): {what}"
+        ));
+    }
+    let launched = probe.method == "POST" && probe.path == "/api/v1/jobs";
+    let expected = before + usize::from(launched && status == StatusCode::CREATED);
+    if after != expected {
+        return Err(format!("jobs went from {before} to {after}: {what}"));
+    }
+    Ok(status.as_u16())
+}
+
+/// Random JSON for every field of the launch, quota, preview, template and token bodies, and
+/// random query strings and ids on the list and item routes; `GANTRY_FUZZ_CASES` per route
+/// (default 64). A failure is shrunk and printed; keep it in `edge_regressions` below.
+async fn random_input_at_the_edge_never_breaks_the_server(t: Target) {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let cases = std::env::var("GANTRY_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    let post = |admin: bool, path: &'static str| {
+        move |body: Value| Probe {
+            admin,
+            method: "POST",
+            path: path.to_string(),
+            body: Some(body),
+        }
+    };
+    let get = |admin: bool, path: &'static str| {
+        move |q: String| Probe {
+            admin,
+            method: "GET",
+            path: format!("{path}?{q}"),
+            body: None,
+        }
+    };
+    let routes: Vec<(&str, BoxedStrategy<Probe>)> = vec![
+        (
+            "launch",
+            fuzz::body(fuzz::launch_body())
+                .prop_map(post(false, "/api/v1/jobs"))
+                .boxed(),
+        ),
+        (
+            "manifest",
+            fuzz::body(fuzz::launch_body())
+                .prop_map(post(false, "/api/v1/manifests"))
+                .boxed(),
+        ),
+        (
+            "quota",
+            fuzz::body(fuzz::quota_body())
+                .prop_map(|b| Probe {
+                    admin: true,
+                    method: "PUT",
+                    path: "/api/v1/quotas/nlp/hgx-h100".into(),
+                    body: Some(b),
+                })
+                .boxed(),
+        ),
+        (
+            "preview",
+            (
+                fuzz::body(fuzz::preview_change()),
+                proptest::option::of(fuzz::any_json()),
+                any::<bool>(),
+            )
+                .prop_map(|(change, days, wrap)| {
+                    let mut b = json!({ "changes": [change] });
+                    if let Some(d) = days {
+                        b["days"] = d;
+                    }
+                    if wrap {
+                        b
+                    } else {
+                        b["changes"][0].clone()
+                    }
+                })
+                .prop_map(post(true, "/api/v1/quotas/preview"))
+                .boxed(),
+        ),
+        (
+            "token",
+            fuzz::body(fuzz::token_body())
+                .prop_map(post(false, "/api/v1/tokens"))
+                .boxed(),
+        ),
+        (
+            "template",
+            fuzz::body(fuzz::template_body())
+                .prop_map(post(true, "/api/v1/templates"))
+                .boxed(),
+        ),
+        (
+            "jobs",
+            fuzz::query(&["state", "team", "mine"])
+                .prop_map(get(true, "/api/v1/jobs"))
+                .boxed(),
+        ),
+        (
+            "usage",
+            fuzz::query(&["from", "to", "group_by", "bucket", "team", "format"])
+                .prop_map(get(true, "/api/v1/usage"))
+                .boxed(),
+        ),
+        (
+            "audit",
+            fuzz::query(&["actor", "action", "target", "format", "limit"])
+                .prop_map(get(true, "/api/v1/audit"))
+                .boxed(),
+        ),
+        (
+            "templates",
+            fuzz::query(&["name"])
+                .prop_map(get(false, "/api/v1/templates"))
+                .boxed(),
+        ),
+        (
+            "tokens",
+            fuzz::query(&["name"])
+                .prop_map(get(false, "/api/v1/tokens"))
+                .boxed(),
+        ),
+        (
+            "quotas",
+            fuzz::query(&["team"])
+                .prop_map(get(true, "/api/v1/quotas"))
+                .boxed(),
+        ),
+        (
+            "job ids",
+            (fuzz::query(&["x"]), any::<bool>())
+                .prop_map(|(q, cancel)| Probe {
+                    admin: false,
+                    method: if cancel { "POST" } else { "GET" },
+                    // a query string's encoding makes a path segment as random
+                    path: format!(
+                        "/api/v1/jobs/{}{}",
+                        q.replace(['&', '='], ""),
+                        if cancel { "/cancel" } else { "" }
+                    ),
+                    body: None,
+                })
+                .boxed(),
+        ),
+    ];
+    let handle = tokio::runtime::Handle::current();
+    for (name, strategy) in routes {
+        let mut runner = TestRunner::new(Config {
+            cases,
+            max_shrink_iters: 256,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let seen = std::sync::Mutex::new(std::collections::BTreeSet::new());
+        let result = tokio::task::block_in_place(|| {
+            runner.run(&strategy, |probe| {
+                let status = handle
+                    .block_on(probe_once(&app, &alice, &carol, &probe))
+                    .map_err(TestCaseError::fail)?;
+                seen.lock().unwrap().insert(status);
+                Ok(())
+            })
+        });
+        if let Err(e) = result {
+            panic!("{t:?}, {name}: {e}");
+        }
+        // The bodies are random enough to be refused, and valid often enough to be taken.
+        let seen = seen.into_inner().unwrap();
+        if ["launch", "quota", "token"].contains(&name) {
+            assert!(
+                seen.iter().any(|s| (200..300).contains(s)),
+                "{name}: {seen:?}"
+            );
+            assert!(seen.contains(&422), "{name}: {seen:?}");
+        }
+    }
     finish(app, db).await;
 }

@@ -560,14 +560,16 @@ impl Cohort {
     /// The most the team could ever hold here.
     pub fn most(&self, team: TeamIdx) -> u32 {
         let q = self.quotas[team];
-        let lendable_by_others: u32 = (0..self.teams.len())
+        // In u64: quotas replayed from history (the what-if) may sum past u32.
+        let lendable_by_others: u64 = (0..self.teams.len())
             .filter(|&j| j != team)
-            .map(|j| self.quotas[j].nominal - self.quotas[j].guaranteed())
+            .map(|j| u64::from(self.quotas[j].nominal - self.quotas[j].guaranteed()))
             .sum();
         let borrow = q
             .borrowing_limit
-            .map_or(lendable_by_others, |l| l.min(lendable_by_others));
-        (q.nominal + borrow).min(self.capacity.total())
+            .map_or(lendable_by_others, |l| u64::from(l).min(lendable_by_others));
+        let most = (u64::from(q.nominal) + borrow).min(u64::from(self.capacity.total()));
+        u32::try_from(most).unwrap_or(u32::MAX)
     }
 
     /// The quota check of Kueue's flavor assignment, without allocating: the hot path.

@@ -158,7 +158,14 @@ impl SimState {
     }
 
     fn ends_at(&self, wid: Wid, admitted_at: DateTime<Utc>) -> DateTime<Utc> {
-        admitted_at + Duration::seconds(self.specs[&wid].max_runtime_s as i64)
+        // Saturating: a stored runtime (the what-if replays history) is not trusted to fit.
+        let run = i64::try_from(self.specs[&wid].max_runtime_s)
+            .ok()
+            .and_then(Duration::try_seconds)
+            .unwrap_or(Duration::MAX);
+        admitted_at
+            .checked_add_signed(run)
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
     }
 
     /// Starts and finishes what is due up to `target`, in time order, with an admission pass

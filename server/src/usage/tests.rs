@@ -221,6 +221,36 @@ fn used_idle_and_efficiency_come_from_utilization() {
     assert_eq!(r.efficiency, Some(0.5));
 }
 
+/// Sums are floating point (they reach infinity, never wrap), and at the last date there is
+/// the buckets saturate instead of panicking or looping: a u32::MAX-GPU job running from the
+/// start of time to its end is counted.
+#[test]
+fn extreme_times_and_sizes_neither_panic_nor_loop() {
+    for bucket in [Bucket::Day, Bucket::Week, Bucket::Month] {
+        assert_eq!(next_bucket(NaiveDate::MAX, bucket), NaiveDate::MAX);
+    }
+    let huge = Interval {
+        gpus: u32::MAX,
+        start: DateTime::<Utc>::MIN_UTC,
+        end: None,
+        ..iv("nlp", 8, FROM, None, Some(0.5))
+    };
+    let end = DateTime::<Utc>::MAX_UTC;
+    for bucket in [Bucket::Day, Bucket::Month] {
+        let rows = report(
+            std::slice::from_ref(&huge),
+            end - Duration::days(40),
+            end,
+            end,
+            GroupBy::Team,
+            bucket,
+            chrono_tz::UTC,
+        );
+        let total: f64 = rows.iter().map(|r| r.gpu_hours_allocated).sum();
+        assert!(total > 0.0 && total.is_finite(), "{bucket:?}: {total}");
+    }
+}
+
 #[test]
 fn weeks_start_on_monday_and_months_on_the_first() {
     // Sunday 2026-11-08 22:00 → Monday 2026-11-09 02:00 UTC.
