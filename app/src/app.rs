@@ -1,7 +1,7 @@
 //! The document shell, the router and the frame every page shares (navigation, sign-in gate).
 
 use leptos::prelude::*;
-use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_meta::{provide_meta_context, HashedStylesheet, MetaTags, Title};
 use leptos_router::{
     components::{Route, Router, Routes, A},
     path, SsrMode,
@@ -25,6 +25,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <meta name="color-scheme" content="light dark"/>
                 <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
+                // Under its content-hashed name (hash-files), so it is cached as immutable.
+                <HashedStylesheet options=options.clone() id="leptos"/>
                 <AutoReload options=options.clone()/>
                 <HydrationScripts options/>
                 <MetaTags/>
@@ -47,7 +49,6 @@ pub fn App() -> impl IntoView {
     provide_context(viewer);
 
     view! {
-        <Stylesheet id="leptos" href="/pkg/gantry.css"/>
         <Title text="Gantry"/>
         <Router>
             <NavBar/>

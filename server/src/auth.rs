@@ -206,7 +206,7 @@ pub async fn oidc_login(
             }
             Redirect::to(&url).into_response()
         }
-        Err(e) => sign_in_failed(&e),
+        Err(e) => sign_in_failed(&state, &e),
     }
 }
 
@@ -237,25 +237,28 @@ pub async fn oidc_callback(
         Err(e) => return ApiFailure(crate::service::internal(e)).into_response(),
     };
     let Some(pending) = pending else {
-        return sign_in_failed(&SignInError::NotStarted);
+        return sign_in_failed(&state, &SignInError::NotStarted);
     };
     if let Some(error) = q.error {
         let detail = match q.error_description {
             Some(d) => format!("{error}: {d}"),
             None => error,
         };
-        return sign_in_failed(&SignInError::Refused(detail));
+        return sign_in_failed(&state, &SignInError::Refused(detail));
     }
     if let Some(iss) = &q.iss {
         if iss.trim_end_matches('/') != oidc.issuer().trim_end_matches('/') {
-            return sign_in_failed(&SignInError::Refused(format!(
-                "the response comes from issuer {iss}, not the configured {}",
-                oidc.issuer()
-            )));
+            return sign_in_failed(
+                &state,
+                &SignInError::Refused(format!(
+                    "the response comes from issuer {iss}, not the configured {}",
+                    oidc.issuer()
+                )),
+            );
         }
     }
     let (Some(code), Some(returned_state)) = (q.code, q.state) else {
-        return sign_in_failed(&SignInError::StateMismatch);
+        return sign_in_failed(&state, &SignInError::StateMismatch);
     };
     let next = pending.next.clone();
     let who = match oidc
@@ -265,7 +268,7 @@ pub async fn oidc_callback(
         Ok(w) => w,
         Err(e) => {
             tracing::warn!(error = %e, "OpenID sign-in refused");
-            return sign_in_failed(&e);
+            return sign_in_failed(&state, &e);
         }
     };
     let known = match state.portal.db.team_ids().await {
@@ -308,12 +311,13 @@ pub async fn oidc_callback(
 }
 
 /// A sign-in failure as a page a person can act on.
-fn sign_in_failed(e: &SignInError) -> Response {
+fn sign_in_failed(state: &AppState, e: &SignInError) -> Response {
     let body = format!(
-        r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"/><meta name="viewport" content="width=device-width, initial-scale=1"/><title>Sign-in failed · Gantry</title><link rel="stylesheet" href="/pkg/gantry.css"/></head>
+        r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"/><meta name="viewport" content="width=device-width, initial-scale=1"/><title>Sign-in failed · Gantry</title><link rel="stylesheet" href="{}"/></head>
 <body><header class="topbar"><a class="brand" href="/">Gantry</a></header><main>
 <section class="panel narrow" data-testid="sign-in-failed"><h1>Sign-in failed</h1><p>{}</p>
 <p><a class="button primary" href="/auth/login">Sign in again</a> <a href="/">Home</a></p></section></main></body></html>"#,
+        html_escape(&crate::startup::stylesheet_href(&state.leptos_options)),
         html_escape(&e.to_string())
     );
     (e.status(), Html(body)).into_response()

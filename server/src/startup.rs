@@ -79,13 +79,29 @@ impl Running {
 }
 
 /// The Leptos options when not run by cargo-leptos (tests, or the binary started directly).
+/// The site's file names carry content hashes (`hash-files` in Cargo.toml); cargo-leptos
+/// writes them to `hash.txt` beside the binary (a test binary is one directory below it).
 pub fn leptos_options() -> LeptosOptions {
     let site_root = std::env::var("LEPTOS_SITE_ROOT").unwrap_or_else(|_| "target/site".into());
-    LeptosOptions::builder()
+    let hash_file = std::env::current_exe().ok().and_then(|exe| {
+        exe.ancestors()
+            .skip(1)
+            .take(2)
+            .map(|dir| dir.join("hash.txt"))
+            .find(|f| f.is_file())
+    });
+    let builder = LeptosOptions::builder()
         .output_name("gantry")
         .site_root(site_root)
-        .site_pkg_dir("pkg")
-        .build()
+        .site_pkg_dir("pkg");
+    match hash_file {
+        // Absolute: Leptos joins it to the binary's directory.
+        Some(f) => builder
+            .hash_files(true)
+            .hash_file(Arc::<str>::from(f.to_string_lossy().as_ref()))
+            .build(),
+        None => builder.build(),
+    }
 }
 
 /// The pools as the cluster back ends see them, with the configured queueing strategy.
@@ -390,16 +406,18 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
             .route("/auth/login", get(crate::auth::oidc_login))
             .route("/auth/callback", get(crate::auth::oidc_callback));
     }
-    app.leptos_routes_with_context(
-        &state,
-        routes,
-        move || provide_context(backend.clone()),
-        {
-            let options = leptos_options.clone();
-            move || app::app::shell(options.clone())
-        },
-    )
-    .fallback(leptos_axum::file_and_error_handler::<AppState, _>(app::app::shell))
+    let page_context = move || {
+        provide_context(backend.clone());
+        page_security_policy();
+    };
+    app.leptos_routes_with_context(&state, routes, page_context.clone(), {
+        let options = leptos_options.clone();
+        move || app::app::shell(options.clone())
+    })
+    .fallback(leptos_axum::file_and_error_handler_with_context::<AppState, _>(
+        page_context,
+        app::app::shell,
+    ))
     .layer(axum::middleware::from_fn(server_fn_status))
     .layer(axum::middleware::from_fn_with_state(
         state.clone(),
@@ -422,9 +440,94 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
             }),
     )
     .layer(axum::middleware::from_fn(crate::request_id::middleware))
+    .layer(axum::middleware::from_fn(response_headers))
+    // gzip or brotli as the client accepts, for what is worth it (not event streams or images).
+    .layer(tower_http::compression::CompressionLayer::new())
     // Outermost: who the forwarded headers may be believed from, for every layer inside.
     .layer(axum::Extension(trusted))
     .with_state(state)
+}
+
+/// The site's stylesheet under its hashed name, as Leptos' `HashedStylesheet` links it, for
+/// the few pages rendered without Leptos (a failed single sign-on).
+pub fn stylesheet_href(options: &LeptosOptions) -> String {
+    let hash = options
+        .hash_files
+        .then(|| std::fs::read_to_string(&*options.hash_file).ok())
+        .flatten()
+        .and_then(|text| {
+            text.lines()
+                .filter_map(|l| l.split_once(':'))
+                .find(|(k, _)| k.trim() == "css")
+                .map(|(_, h)| format!(".{}", h.trim()))
+        })
+        .unwrap_or_default();
+    format!(
+        "/{}/{}{hash}.css",
+        options.site_pkg_dir, options.output_name
+    )
+}
+
+/// The Content-Security-Policy of a server-rendered page, on the response being rendered:
+/// scripts only from this origin or carrying this response's nonce (Leptos puts it on its
+/// hydration and resource scripts), WebAssembly may be compiled, nothing may frame the page.
+fn page_security_policy() {
+    use leptos::prelude::use_context;
+    let (Some(nonce), Some(res)) = (
+        leptos::nonce::use_nonce(),
+        use_context::<leptos_axum::ResponseOptions>(),
+    ) else {
+        return;
+    };
+    let policy = format!(
+        "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; \
+         style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; \
+         object-src 'none'; base-uri 'self'; frame-ancestors 'none'"
+    );
+    if let Ok(v) = http::HeaderValue::from_str(&policy) {
+        res.insert_header(http::header::CONTENT_SECURITY_POLICY, v);
+    }
+}
+
+/// Headers on every response: a strict Content-Security-Policy where a page did not set its
+/// own (JSON, files, sign-in errors), no MIME sniffing, no referrer to other origins, and the
+/// caching of the site's files: those under `/pkg` carry a content hash in their name and
+/// never change, so they are cached for a year as immutable.
+async fn response_headers(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use http::header::{self, HeaderValue};
+    let hashed_asset = req.uri().path().starts_with("/pkg/");
+    let mut res = next.run(req).await;
+    let ok = res.status().is_success();
+    let h = res.headers_mut();
+    h.entry(header::CONTENT_SECURITY_POLICY)
+        .or_insert(HeaderValue::from_static(
+            "default-src 'self'; object-src 'none'; base-uri 'self'; frame-ancestors 'none'",
+        ));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("strict-origin-when-cross-origin"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    if hashed_asset && ok {
+        h.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("public, max-age=31536000, immutable"),
+        );
+    } else if !h.contains_key(header::CACHE_CONTROL) {
+        // Pages and API answers depend on who asks: never from a shared cache.
+        h.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("private, no-cache"),
+        );
+    }
+    res
 }
 
 /// Server functions answer every error with 500; give a refusal its real status (the

@@ -271,6 +271,7 @@ on_both!(
     live_streams_end_with_their_session_or_token,
     live_streams_per_user_are_bounded,
     forwarded_headers_count_only_from_trusted_proxies,
+    responses_carry_security_headers_and_are_compressed,
     a_later_sign_in_updates_the_user_and_replaces_their_teams,
     a_stalled_job_is_flagged_idle_for_its_owner_lead_and_admins,
     usage_counts_gpu_hours_from_admission_to_the_end,
@@ -3319,6 +3320,101 @@ async fn forwarded_headers_count_only_from_trusted_proxies(t: Target) {
         .await,
         StatusCode::CREATED
     );
+    finish(app, db).await;
+}
+
+/// Every response carries the security headers; a page's Content-Security-Policy allows
+/// exactly its own scripts (the nonce on its script tags) and no framing; pages and JSON are
+/// compressed for a client that accepts it, the live stream never is.
+async fn responses_carry_security_headers_and_are_compressed(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    alice.launch(llama(8)).await;
+    let res = alice
+        .http
+        .get(format!("{}/jobs", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let h = res.headers().clone();
+    let csp = h["content-security-policy"].to_str().unwrap().to_string();
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert!(csp.contains("'wasm-unsafe-eval'"), "{csp}");
+    assert!(!csp.contains("'unsafe-inline' 'nonce"), "{csp}");
+    let nonce = csp
+        .split("'nonce-")
+        .nth(1)
+        .and_then(|r| r.split('\'').next())
+        .expect("a nonce in the policy")
+        .to_string();
+    assert!(nonce.len() >= 16, "{nonce}");
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert_eq!(h["referrer-policy"], "strict-origin-when-cross-origin");
+    assert_eq!(h["x-frame-options"], "DENY");
+    let html = res.text().await.unwrap();
+    let scripts = html.matches("<script").count();
+    assert!(scripts > 0);
+    assert_eq!(
+        html.matches(&format!("nonce=\"{nonce}\"")).count(),
+        scripts,
+        "every script carries this response's nonce: {html}"
+    );
+    // Another response, another nonce.
+    let again = alice
+        .http
+        .get(format!("{}/jobs", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert!(!again.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .contains(&nonce));
+
+    // JSON answers: a strict policy of their own, compressed when asked.
+    for encoding in ["br", "gzip"] {
+        let res = alice
+            .http
+            .get(format!("{}/api/v1/templates", app.base))
+            .header("accept-encoding", encoding)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(res.headers()["content-encoding"], encoding);
+        assert!(res.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("frame-ancestors 'none'"));
+        assert_eq!(res.headers()["x-content-type-options"], "nosniff");
+    }
+    let page = alice
+        .http
+        .get(format!("{}/jobs", app.base))
+        .header("accept-encoding", "br")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.headers()["content-encoding"], "br");
+    let wire = page.bytes().await.unwrap().len();
+    assert!(
+        wire * 2 < html.len(),
+        "{wire} bytes on the wire for {} of HTML",
+        html.len()
+    );
+    // The event stream is never compressed (it would be held back in the compressor).
+    let stream = alice
+        .http
+        .get(format!("{}/api/v1/events", app.base))
+        .header("accept-encoding", "br, gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    assert!(stream.headers().get("content-encoding").is_none());
+    drop(stream);
     finish(app, db).await;
 }
 
