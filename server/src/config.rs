@@ -397,7 +397,7 @@ impl Default for Config {
                 header_read_timeout_s: 10.0,
                 body_timeout_s: 30.0,
                 idle_timeout_s: 120.0,
-                max_streams_per_user: 8,
+                max_streams_per_user: 32,
                 trusted_proxies: Vec::new(),
             },
             database: DatabaseConfig {

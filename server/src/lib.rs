@@ -2,6 +2,7 @@
 //! API and the Leptos handler. `main.rs` only parses the command line and calls [`startup`].
 
 pub mod api;
+pub mod assets;
 pub mod auth;
 pub mod clock;
 pub mod cluster;

@@ -22,7 +22,8 @@ async fn main() -> anyhow::Result<()> {
     if !args.is_empty() {
         return command(config, &args).await;
     }
-    let running = gantry::startup::start(config, gantry::startup::leptos_options()).await?;
+    let mut running = gantry::startup::start(config, gantry::startup::leptos_options()).await?;
+    running.warm_assets();
     println!("Gantry is up: http://{}", running.addr);
     shutdown_signal().await;
     tracing::info!("shutting down");

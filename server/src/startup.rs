@@ -43,6 +43,8 @@ pub struct AppState {
     pub sessions: DbSessionStore,
     /// The live streams each user holds (`server.max_streams_per_user`).
     pub streams: Arc<crate::auth::StreamSlots>,
+    /// Compressed copies of the site's hashed files.
+    pub assets: Arc<crate::assets::AssetCache>,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -59,9 +61,20 @@ pub struct Running {
     server: JoinHandle<()>,
     tasks: Vec<JoinHandle<()>>,
     db: Db,
+    assets: Arc<crate::assets::AssetCache>,
+    leptos_options: LeptosOptions,
 }
 
 impl Running {
+    /// Compresses the site's files in the background now, so that no first page load waits
+    /// for it (the binary does; the many short-lived test servers do not).
+    pub fn warm_assets(&mut self) {
+        let (assets, options) = (self.assets.clone(), self.leptos_options.clone());
+        self.tasks.push(tokio::spawn(async move {
+            assets.warm(&options.site_root, &options.site_pkg_dir).await;
+        }));
+    }
+
     /// Stops serving, stops the background work and saves the sim clock.
     pub async fn stop(mut self) {
         if let Some(tx) = self.shutdown.take() {
@@ -350,7 +363,10 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         leptos_options: leptos_options.clone(),
         sessions: store,
         streams: Arc::default(),
+        assets: Arc::default(),
     };
+
+    let assets = state.assets.clone();
     let app = router(state, sessions);
 
     let listener = tokio::net::TcpListener::bind(config.server.addr).await?;
@@ -371,6 +387,8 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         server,
         tasks,
         db,
+        assets,
+        leptos_options,
     })
 }
 
@@ -440,6 +458,10 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
             }),
     )
     .layer(axum::middleware::from_fn(crate::request_id::middleware))
+    .layer(axum::middleware::from_fn({
+        let cache = state.assets.clone();
+        move |req, next| crate::assets::compressed_pkg(cache.clone(), req, next)
+    }))
     .layer(axum::middleware::from_fn(response_headers))
     // gzip or brotli as the client accepts, for what is worth it (not event streams or images).
     .layer(tower_http::compression::CompressionLayer::new())
