@@ -3,8 +3,8 @@
 
 use leptos::prelude::*;
 
-use crate::app::Authed;
-use crate::components::ErrorBox;
+use crate::app::{Authed, Require};
+use crate::components::{ErrorBox, PageError};
 use crate::format;
 use crate::functions::{admin_quotas, preview_quota, save_quota};
 use crate::live::use_live;
@@ -13,7 +13,7 @@ use crate::model::{QuotaCell, QuotaDraft, QuotaPreview};
 #[component]
 pub fn AdminQuotasPage() -> impl IntoView {
     view! {
-        <Authed>
+        <Authed require=Require::Admin>
             <AdminQuotas/>
         </Authed>
     }
@@ -51,7 +51,7 @@ fn AdminQuotas() -> impl IntoView {
                             .collect_view()
                             .into_any()
                     }
-                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
+                    Err(e) => view! { <PageError err=e/> }.into_any(),
                 }
             })}
         </Transition>
@@ -324,7 +324,7 @@ fn PreviewTable(p: QuotaPreview, team: String) -> impl IntoView {
 #[component]
 pub fn AdminAuditPage() -> impl IntoView {
     view! {
-        <Authed>
+        <Authed require=Require::Admin>
             <AdminAudit/>
         </Authed>
     }
@@ -395,7 +395,7 @@ fn AdminAudit() -> impl IntoView {
                             </tbody>
                         </table>
                     }.into_any(),
-                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
+                    Err(e) => view! { <PageError err=e/> }.into_any(),
                 }
             })}
         </Transition>
@@ -405,7 +405,7 @@ fn AdminAudit() -> impl IntoView {
 #[component]
 pub fn AdminTemplatesPage() -> impl IntoView {
     view! {
-        <Authed>
+        <Authed require=Require::Admin>
             <AdminTemplates/>
         </Authed>
     }
@@ -497,7 +497,7 @@ fn AdminTemplates() -> impl IntoView {
                             </tbody>
                         </table>
                     }.into_any(),
-                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
+                    Err(e) => view! { <PageError err=e/> }.into_any(),
                 }
             })}
         </Transition>

@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
 use crate::app::Authed;
-use crate::components::{Ago, ErrorBox, StateBadge};
+use crate::components::{Ago, ErrorBox, PageError, StateBadge};
 use crate::error::ApiError;
 use crate::format;
 use crate::functions::{cancel_job, get_job};
@@ -33,7 +33,8 @@ fn JobDetail() -> impl IntoView {
             {move || Suspend::new(async move {
                 match page.await {
                     Ok(p) => view! { <JobBody page=p/> }.into_any(),
-                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
+                    // Unknown, or another team's: 404 either way, as the API answers.
+                    Err(e) => view! { <PageError err=e/> }.into_any(),
                 }
             })}
         </Transition>

@@ -2,8 +2,8 @@
 
 use leptos::prelude::*;
 
-use crate::app::Authed;
-use crate::components::ErrorBox;
+use crate::app::{Authed, Require};
+use crate::components::PageError;
 use crate::format;
 use crate::functions::list_templates;
 use crate::model::Template;
@@ -11,7 +11,7 @@ use crate::model::Template;
 #[component]
 pub fn LaunchGallery() -> impl IntoView {
     view! {
-        <Authed>
+        <Authed require=Require::Team>
             <Gallery/>
         </Authed>
     }
@@ -76,7 +76,7 @@ fn Gallery() -> impl IntoView {
                         }
                             .into_any()
                     }
-                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
+                    Err(e) => view! { <PageError err=e/> }.into_any(),
                 }
             })}
         </Suspense>

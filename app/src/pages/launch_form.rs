@@ -5,8 +5,8 @@ use leptos::prelude::*;
 use leptos_router::hooks::{use_navigate, use_params_map};
 use serde_json::Map;
 
-use crate::app::Authed;
-use crate::components::ErrorBox;
+use crate::app::{Authed, Require};
+use crate::components::{ErrorBox, PageError};
 use crate::error::ApiError;
 use crate::format;
 use crate::functions::{
@@ -18,7 +18,7 @@ use crate::model::{nodes_for, LaunchRequest, ParamKind, ParamSpec, Pool, Priorit
 #[component]
 pub fn LaunchFormPage() -> impl IntoView {
     view! {
-        <Authed>
+        <Authed require=Require::Team>
             <LaunchForm/>
         </Authed>
     }
@@ -47,14 +47,14 @@ fn LaunchForm() -> impl IntoView {
                     }
                     Ok((None, _, _)) => {
                         view! {
-                            <ErrorBox err=ApiError::not_found(
+                            <PageError err=ApiError::not_found(
                                 "There is no template by that name; it may have been deprecated.",
                             )/>
                             <a href="/launch">"Back to the templates"</a>
                         }
                             .into_any()
                     }
-                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
+                    Err(e) => view! { <PageError err=e/> }.into_any(),
                 }
             })}
         </Suspense>

@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 
 use crate::app::Authed;
-use crate::components::ErrorBox;
+use crate::components::PageError;
 use crate::live::use_live;
 use crate::model::{GridCell, PoolGrid};
 
@@ -46,7 +46,7 @@ fn Pools() -> impl IntoView {
                         }
                         .into_any()
                     }
-                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
+                    Err(e) => view! { <PageError err=e/> }.into_any(),
                 }
             })}
         </Transition>
