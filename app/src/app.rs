@@ -42,9 +42,9 @@ pub type ViewerResource = Resource<Result<Option<Viewer>, ApiError>>;
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
-    provide_live();
     let viewer: ViewerResource = Resource::new(|| (), |_| get_viewer());
     provide_context(viewer);
+    provide_live(viewer);
 
     view! {
         <Stylesheet id="leptos" href="/pkg/gantry.css"/>

@@ -63,6 +63,23 @@ pub fn progress_text(job: &Job, now: DateTime<Utc>) -> String {
     }
 }
 
+/// A resource's value inside a `Suspend`, or `None` once the view it belongs to is gone.
+///
+/// `.await` on a disposed resource panics, and a panic leaves the wasm app dead until a
+/// reload (seen once: leaving a job page while its GPU panel loaded). Leptos cancels a
+/// Suspend's future when its owner is cleaned up, but a Suspense view that runs again after
+/// that (a change queued just before the navigation) would first poll it on the disposed
+/// owner, where the cancel never fires; this check makes that case render nothing.
+pub async fn loaded<T>(resource: Resource<T>) -> Option<T>
+where
+    T: Clone + Send + Sync + 'static,
+{
+    if resource.is_disposed() {
+        return None;
+    }
+    Some(resource.await)
+}
+
 /// Sets the HTTP status of the page being rendered on the server, so a refused or unknown
 /// page is not a 200 to a crawler, a monitor or a script. Nothing in the browser.
 pub fn set_page_status(status: u16) {

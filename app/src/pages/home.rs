@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 
 use crate::app::Authed;
-use crate::components::{progress_text, PageError, StateBadge};
+use crate::components::{loaded, progress_text, PageError, StateBadge};
 use crate::format;
 use crate::functions::get_home;
 use crate::live::use_live;
@@ -25,10 +25,10 @@ fn Home() -> impl IntoView {
     view! {
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
-                match home.await {
+                loaded(home).await.map(|r| match r {
                     Ok(h) => view! { <HomeBody home=h/> }.into_any(),
                     Err(e) => view! { <PageError err=e/> }.into_any(),
-                }
+                })
             })}
         </Transition>
     }

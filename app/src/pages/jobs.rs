@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use crate::app::{use_viewer, Authed};
-use crate::components::{progress_text, Ago, PageError, StateBadge};
+use crate::components::{loaded, progress_text, Ago, PageError, StateBadge};
 use crate::format;
 use crate::functions::list_jobs;
 use crate::live::use_live;
@@ -96,10 +96,10 @@ fn Jobs() -> impl IntoView {
         </nav>
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
-                match list.await {
+                loaded(list).await.map(|r| match r {
                     Ok(l) => view! { <JobTable list=l can_launch/> }.into_any(),
                     Err(e) => view! { <PageError err=e/> }.into_any(),
-                }
+                })
             })}
         </Transition>
     }

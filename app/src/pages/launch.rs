@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 
 use crate::app::{Authed, Require};
-use crate::components::PageError;
+use crate::components::{loaded, PageError};
 use crate::format;
 use crate::functions::list_templates;
 use crate::model::Template;
@@ -37,7 +37,7 @@ fn Gallery() -> impl IntoView {
         <p class="muted">"Pick a template. Defaults are ready to launch; you can change them on the next page."</p>
         <Suspense fallback=|| view! { <p class="muted">"Loading templates…"</p> }>
             {move || Suspend::new(async move {
-                match templates.await {
+                loaded(templates).await.map(|r| match r {
                     Ok(list) if list.is_empty() => {
                         view! {
                             <div class="empty">
@@ -77,7 +77,7 @@ fn Gallery() -> impl IntoView {
                             .into_any()
                     }
                     Err(e) => view! { <PageError err=e/> }.into_any(),
-                }
+                })
             })}
         </Suspense>
     }

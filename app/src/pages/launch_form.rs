@@ -6,7 +6,7 @@ use leptos_router::hooks::{use_navigate, use_params_map};
 use serde_json::Map;
 
 use crate::app::{Authed, Require};
-use crate::components::{ErrorBox, PageError};
+use crate::components::{loaded, ErrorBox, PageError};
 use crate::error::ApiError;
 use crate::format;
 use crate::functions::{
@@ -41,7 +41,7 @@ fn LaunchForm() -> impl IntoView {
     view! {
         <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
-                match data.await {
+                loaded(data).await.map(|r| match r {
                     Ok((Some(t), pools, manifests)) => {
                         view! { <LaunchFormBody t=t pools=pools manifests=manifests/> }.into_any()
                     }
@@ -55,7 +55,7 @@ fn LaunchForm() -> impl IntoView {
                             .into_any()
                     }
                     Err(e) => view! { <PageError err=e/> }.into_any(),
-                }
+                })
             })}
         </Suspense>
     }
@@ -283,7 +283,7 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>, manifests: bool) -> impl IntoVi
                 <div class="fit-line" aria-live="polite" data-testid="fit-line">
                     <Transition fallback=|| view! { <span class="muted">"Checking the queue…"</span> }>
                         {move || Suspend::new(async move {
-                            match check.await {
+                            loaded(check).await.map(|r| match r {
                                 Ok(c) if c.fits_now => {
                                     view! {
                                         <span class="fits">
@@ -327,7 +327,7 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>, manifests: bool) -> impl IntoVi
                                         .into_any()
                                 }
                                 Err(e) => view! { <span class="field-error">{e.message}</span> }.into_any(),
-                            }
+                            })
                         })}
                     </Transition>
                 </div>

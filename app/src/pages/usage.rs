@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 
 use crate::app::{Authed, Require};
-use crate::components::PageError;
+use crate::components::{loaded, PageError};
 use crate::model::{TopJob, UsageRowView, UsageView};
 
 #[component]
@@ -100,10 +100,10 @@ fn Usage() -> impl IntoView {
         </div>
         <Transition fallback=|| view! { <p class="muted">"Loading usage…"</p> }>
             {move || Suspend::new(async move {
-                match report.await {
+                loaded(report).await.map(|r| match r {
                     Ok(v) => view! { <Report v/> }.into_any(),
                     Err(e) => view! { <PageError err=e/> }.into_any(),
-                }
+                })
             })}
         </Transition>
     }
