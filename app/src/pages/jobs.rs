@@ -118,7 +118,9 @@ fn JobTable(list: JobList, can_launch: bool) -> impl IntoView {
         }
         .into_any();
     }
+    // On a phone the table scrolls inside its box instead of widening the page.
     view! {
+        <div class="table-scroll">
         <table class="table" data-testid="jobs-table">
             <thead>
                 <tr>
@@ -160,6 +162,7 @@ fn JobTable(list: JobList, can_launch: bool) -> impl IntoView {
                     .collect_view()}
             </tbody>
         </table>
+        </div>
     }
         .into_any()
 }
