@@ -44,9 +44,9 @@ pub type ViewerResource = Resource<Result<Option<Viewer>, ApiError>>;
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
-    provide_live();
     let viewer: ViewerResource = Resource::new(|| (), |_| get_viewer());
     provide_context(viewer);
+    provide_live(viewer);
 
     view! {
         <Title text="Gantry"/>
@@ -84,7 +84,13 @@ fn NavBar() -> impl IntoView {
             <a class="brand" href="/">"Gantry"</a>
             <nav aria-label="Main">
                 <A href="/" exact=true>"Home"</A>
-                <A href="/launch">"Launch"</A>
+                // Not for an admin in no team: Launch would refuse them.
+                <Transition fallback=|| ()>
+                    {move || Suspend::new(async move {
+                        let refused = matches!(viewer.await, Ok(Some(v)) if !v.can_launch());
+                        (!refused).then(|| view! { <A href="/launch">"Launch"</A> })
+                    })}
+                </Transition>
                 <A href="/jobs">"Jobs"</A>
                 <A href="/pools">"Pools"</A>
             </nav>
@@ -119,7 +125,7 @@ fn NavBar() -> impl IntoView {
                             };
                             view! {
                                 <div class="who">
-                                    {(v.is_admin || v.teams.iter().any(|m| m.role == crate::model::Role::Lead)).then(|| view! {
+                                    {v.sees_usage().then(|| view! {
                                         <A href="/usage">"Usage"</A>
                                     })}
                                     {v.is_admin.then(|| view! {
@@ -144,9 +150,45 @@ fn NavBar() -> impl IntoView {
     }
 }
 
-/// Shows its children to a signed-in user and the sign-in prompt to anyone else.
+/// Who may open a page beyond being signed in: the people the server lets take the page's
+/// actions. Anyone else gets a 403 and one sentence saying why, never buttons that fail.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Require {
+    #[default]
+    SignedIn,
+    /// A member of some team (launching runs on a team's quota).
+    Team,
+    /// A team lead or an admin (usage reports).
+    LeadOrAdmin,
+    Admin,
+}
+
+impl Require {
+    /// Why `viewer` may not see the page, if they may not.
+    pub fn refusal(self, viewer: &Viewer) -> Option<&'static str> {
+        match self {
+            Require::SignedIn => None,
+            Require::Team if !viewer.can_launch() => Some(
+                "You are not in a team, so you cannot launch jobs: a job runs on a team's quota. An admin can add you to one.",
+            ),
+            Require::LeadOrAdmin if !viewer.sees_usage() => {
+                Some("Usage reports are for team leads and platform admins.")
+            }
+            Require::Admin if !viewer.is_admin => Some("This page is for platform admins."),
+            _ => None,
+        }
+    }
+}
+
+/// The signed-in user, for the pages inside [`Authed`] (which has already loaded them).
+pub fn use_viewer() -> Option<Viewer> {
+    use_context::<Viewer>()
+}
+
+/// Shows its children to a signed-in user whom `require` admits, the sign-in prompt to
+/// anyone signed out, and a refusal (403) to the rest.
 #[component]
-pub fn Authed(children: ChildrenFn) -> impl IntoView {
+pub fn Authed(#[prop(optional)] require: Require, children: ChildrenFn) -> impl IntoView {
     let viewer = expect_context::<ViewerResource>();
     let children = StoredValue::new(children);
     // Not a reactive closure: the viewer is read once per page (sign-in and sign-out load a new
@@ -161,17 +203,38 @@ pub fn Authed(children: ChildrenFn) -> impl IntoView {
                     Ok(Some(v)) if v.teams.is_empty() && !v.is_admin => {
                         view! { <NoTeam name=v.display_name/> }.into_any()
                     }
-                    Ok(Some(_)) => children.with_value(|c| c()).into_any(),
+                    Ok(Some(v)) => match require.refusal(&v) {
+                        Some(why) => view! { <Refused why/> }.into_any(),
+                        None => {
+                            provide_context(v);
+                            children.with_value(|c| c()).into_any()
+                        }
+                    },
                     Ok(None) => view! { <SignInPrompt/> }.into_any(),
-                    Err(e) => view! { <crate::components::ErrorBox err=e/> }.into_any(),
+                    Err(e) => view! { <crate::components::PageError err=e/> }.into_any(),
                 }
             })}
         </Suspense>
     }
 }
 
+/// A page the viewer may not see: 403, and nothing on it they could not do.
+#[component]
+fn Refused(why: &'static str) -> impl IntoView {
+    crate::components::set_page_status(403);
+    view! {
+        <section class="panel narrow" data-testid="refused">
+            <h1>"Not allowed"</h1>
+            <p>{why}</p>
+            <p><a href="/">"Go home"</a></p>
+        </section>
+    }
+}
+
 #[component]
 fn NoTeam(name: String) -> impl IntoView {
+    // Nothing here is theirs to see yet: a refusal, not a page.
+    crate::components::set_page_status(403);
     view! {
         <section class="panel narrow" data-testid="no-team">
             <h1>"You are not in a team yet"</h1>
@@ -209,12 +272,7 @@ fn SignInPrompt() -> impl IntoView {
 
 #[component]
 fn NotFound() -> impl IntoView {
-    #[cfg(feature = "ssr")]
-    {
-        if let Some(resp) = use_context::<leptos_axum::ResponseOptions>() {
-            resp.set_status(http::StatusCode::NOT_FOUND);
-        }
-    }
+    crate::components::set_page_status(404);
     view! {
         <section class="panel narrow">
             <h1>"Page not found"</h1>

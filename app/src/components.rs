@@ -63,6 +63,45 @@ pub fn progress_text(job: &Job, now: DateTime<Utc>) -> String {
     }
 }
 
+/// A resource's value inside a `Suspend`, or `None` once the view it belongs to is gone.
+///
+/// `.await` on a disposed resource panics, and a panic leaves the wasm app dead until a
+/// reload (seen once: leaving a job page while its GPU panel loaded). Leptos cancels a
+/// Suspend's future when its owner is cleaned up, but a Suspense view that runs again after
+/// that (a change queued just before the navigation) would first poll it on the disposed
+/// owner, where the cancel never fires; this check makes that case render nothing.
+pub async fn loaded<T>(resource: Resource<T>) -> Option<T>
+where
+    T: Clone + Send + Sync + 'static,
+{
+    if resource.is_disposed() {
+        return None;
+    }
+    Some(resource.await)
+}
+
+/// Sets the HTTP status of the page being rendered on the server, so a refused or unknown
+/// page is not a 200 to a crawler, a monitor or a script. Nothing in the browser.
+pub fn set_page_status(status: u16) {
+    #[cfg(feature = "ssr")]
+    if let (Some(resp), Ok(code)) = (
+        use_context::<leptos_axum::ResponseOptions>(),
+        http::StatusCode::from_u16(status),
+    ) {
+        resp.set_status(code);
+    }
+    #[cfg(not(feature = "ssr"))]
+    let _ = status;
+}
+
+/// The error that stands in for a whole page: shown as an [`ErrorBox`], answered with the
+/// error's own status (404 for a job that is not there or not the viewer's to see, 403, …).
+#[component]
+pub fn PageError(err: ApiError) -> impl IntoView {
+    set_page_status(err.status());
+    view! { <ErrorBox err/> }
+}
+
 #[component]
 pub fn ErrorBox(err: ApiError) -> impl IntoView {
     let (title, hint) = match err.code {

@@ -26,7 +26,8 @@ impl Live {
     }
 }
 
-pub fn provide_live() -> Live {
+/// The live state for the whole app; the stream follows whoever is signed in.
+pub fn provide_live(viewer: crate::app::ViewerResource) -> Live {
     let live = Live {
         version: RwSignal::new(0),
         now: RwSignal::new(None),
@@ -34,7 +35,9 @@ pub fn provide_live() -> Live {
     };
     provide_context(live);
     #[cfg(feature = "hydrate")]
-    connect(live);
+    connect(live, viewer);
+    #[cfg(not(feature = "hydrate"))]
+    let _ = viewer;
     live
 }
 
@@ -46,23 +49,24 @@ pub fn use_live() -> Live {
 fn apply(live: Live, event: LiveEvent) {
     match event {
         LiveEvent::Job { now, .. } => {
-            live.now.set(Some(now));
-            live.version.update(|v| *v += 1);
+            live.now.try_set(Some(now));
+            live.version.try_update(|v| *v += 1);
         }
-        LiveEvent::Tick { now } => live.now.set(Some(now)),
+        LiveEvent::Tick { now } => {
+            live.now.try_set(Some(now));
+        }
     }
 }
 
 #[cfg(feature = "hydrate")]
-fn connect(live: Live) {
+fn connect(live: Live, viewer: crate::app::ViewerResource) {
     use send_wrapper::SendWrapper;
     use wasm_bindgen::{closure::Closure, JsCast};
 
     Effect::new(move |_| {
-        // Signed out (the sign-in page) there is nothing to follow, and the stream would
-        // only answer 401.
-        let path = web_sys::window().and_then(|w| w.location().pathname().ok());
-        if path.as_deref().is_some_and(|p| p.starts_with("/login")) {
+        // Signed out (the sign-in page, a session that expired) there is nothing to follow,
+        // and the stream would only answer 401, an error in the console.
+        if !matches!(viewer.get(), Some(Ok(Some(_)))) {
             return;
         }
         let Ok(source) = web_sys::EventSource::new("/api/v1/events") else {
@@ -76,8 +80,14 @@ fn connect(live: Live) {
                     }
                 }
             });
-        let on_open = Closure::<dyn FnMut()>::new(move || live.connected.set(true));
-        let on_error = Closure::<dyn FnMut()>::new(move || live.connected.set(false));
+        // `try_`: the stream's callbacks come from the browser, whenever; should the app's
+        // owner ever be gone by then, they do nothing rather than panic.
+        let on_open = Closure::<dyn FnMut()>::new(move || {
+            live.connected.try_set(true);
+        });
+        let on_error = Closure::<dyn FnMut()>::new(move || {
+            live.connected.try_set(false);
+        });
         source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
         source.set_onopen(Some(on_open.as_ref().unchecked_ref()));
         source.set_onerror(Some(on_error.as_ref().unchecked_ref()));

@@ -384,6 +384,17 @@ impl Viewer {
     pub fn primary_team(&self) -> Option<&str> {
         self.teams.first().map(|m| m.team.as_str())
     }
+
+    /// A job runs on a team's quota: only a member of some team may launch one (an admin
+    /// in no team may not).
+    pub fn can_launch(&self) -> bool {
+        !self.teams.is_empty()
+    }
+
+    /// Usage reports are for team leads (their teams) and admins (all).
+    pub fn sees_usage(&self) -> bool {
+        self.is_admin || self.teams.iter().any(|m| m.role == Role::Lead)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

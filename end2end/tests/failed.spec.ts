@@ -1,5 +1,4 @@
-import { expect, test } from "@playwright/test";
-import { SHOTS, apiAs, cancelEverything, launch, signIn } from "./helpers";
+import { SHOTS, apiAs, cancelEverything, expect, launch, signIn, test } from "./helpers";
 
 test("a job the sim fails leads its page with the reason, and the failed filter lists it", async ({ page, baseURL }) => {
   await cancelEverything(baseURL!);

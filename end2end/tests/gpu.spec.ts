@@ -1,5 +1,4 @@
-import { expect, test } from "@playwright/test";
-import { SHOTS, apiAs, cancelEverything, hydrated, launch, signIn } from "./helpers";
+import { SHOTS, apiAs, cancelEverything, expect, hydrated, launch, signIn, test } from "./helpers";
 
 test("the job page's GPU heatmap follows the cluster clock without a reload", async ({ page, baseURL }) => {
   await cancelEverything(baseURL!);

@@ -1,6 +1,44 @@
-import { APIRequestContext, Page, expect, request } from "@playwright/test";
+import { APIRequestContext, Page, test as base, expect, request } from "@playwright/test";
 
 export const SHOTS = "output/screenshots";
+
+/** What the browser logged as an error or threw, on any page of the test's context. */
+export type BrowserErrors = {
+  /** Errors so far (after the allowed ones are taken out). */
+  list: () => string[];
+  /** Expected errors, e.g. the console's line for a page that is meant to answer 403. */
+  allow: (pattern: RegExp) => void;
+};
+
+/**
+ * Every spec's `test`: it fails on any uncaught exception (a wasm panic among them) or console
+ * error in the browser, on every page the test opens. A panic leaves the app dead until a
+ * reload, and a hydration mismatch stops a page being interactive: neither may pass unseen.
+ */
+export const test = base.extend<{ browserErrors: BrowserErrors }>({
+  browserErrors: [
+    async ({ context }, use) => {
+      const seen: string[] = [];
+      const allowed: RegExp[] = [];
+      const watch = (page: Page) => {
+        page.on("pageerror", (e) => seen.push(`uncaught on ${page.url()}: ${e.stack ?? e.message}`));
+        page.on("console", (m) => {
+          if (m.type() === "error") seen.push(`console error on ${page.url()} (${m.location().url}): ${m.text()}`);
+        });
+      };
+      context.pages().forEach(watch);
+      context.on("page", watch);
+      const list = () => seen.filter((e) => !allowed.some((a) => a.test(e)));
+      await use({ list, allow: (pattern) => allowed.push(pattern) });
+      // A panic may come a moment after the last step (a response landing late).
+      await new Promise((r) => setTimeout(r, 200));
+      expect(list(), "the browser threw or logged an error").toEqual([]);
+    },
+    { auto: true },
+  ],
+});
+
+export { expect };
 
 /** An API client signed in as `user` through the local sign-in. */
 export async function apiAs(baseURL: string, user: string): Promise<APIRequestContext> {

@@ -1,5 +1,4 @@
-import { expect, test } from "@playwright/test";
-import { SHOTS, apiAs, cancelEverything, hydrated, launch, signIn } from "./helpers";
+import { SHOTS, apiAs, cancelEverything, expect, hydrated, launch, signIn, test } from "./helpers";
 
 test("the Pools page shows every node's 8 GPUs, names only the viewer's team's jobs, and follows the clock", async ({ page, baseURL }) => {
   await cancelEverything(baseURL!);

@@ -1,8 +1,7 @@
-import { expect, test } from "@playwright/test";
 import { readFileSync } from "fs";
-import { SHOTS, apiAs, cancelEverything, hydrated, launch, signIn } from "./helpers";
+import { SHOTS, apiAs, cancelEverything, expect, hydrated, launch, signIn, test } from "./helpers";
 
-test("a lead's Usage page shows a chart and a table, and the CSV download has the same numbers", async ({ page, baseURL }) => {
+test("a lead's Usage page shows a chart and a table, and the CSV download has the same numbers", async ({ page, baseURL, browserErrors }) => {
   await cancelEverything(baseURL!);
   // One hour of 8 GPUs for nlp (the manual sim clock moves only when told).
   const alice = await apiAs(baseURL!, "alice");
@@ -58,8 +57,12 @@ test("a lead's Usage page shows a chart and a table, and the CSV download has th
   await page.context().clearCookies();
   await signIn(page, "alice");
   await expect(page.getByRole("link", { name: "Usage" })).toHaveCount(0);
-  await page.goto("/usage");
-  await expect(page.locator(".error, [role=alert]").first()).toContainText("usage reports are for team leads and admins");
+  // The browser logs the refused page's 403: expected here.
+  browserErrors.allow(/\/usage\): Failed to load resource: the server responded with a status of 403/);
+  const res = await page.goto("/usage");
+  expect(res!.status()).toBe(403);
+  await expect(page.getByTestId("refused")).toContainText("Usage reports are for team leads and platform admins.");
+  await expect(page.getByTestId("usage-csv")).toHaveCount(0);
   await alice.dispose();
   await carol.dispose();
 });

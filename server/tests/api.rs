@@ -136,6 +136,17 @@ impl Client {
         res.text().await.unwrap()
     }
 
+    /// A page as the server renders it, whatever its status.
+    async fn page(&self, path: &str) -> (StatusCode, String) {
+        let res = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        (res.status(), res.text().await.unwrap())
+    }
+
     async fn get(&self, path: &str) -> (StatusCode, Value) {
         let res = self
             .http
@@ -281,6 +292,7 @@ on_both!(
     templates_are_created_versioned_and_deprecated_by_admins,
     no_launch_is_lost_to_the_resender,
     a_job_set_to_fail_fails_frees_its_gpus_and_counts_until_then,
+    every_page_by_role,
 );
 
 const NEOX: &str = "\
@@ -4441,5 +4453,148 @@ async fn random_input_at_the_edge_never_breaks_the_server(t: Target) {
             assert!(seen.contains(&422), "{name}: {seen:?}");
         }
     }
+    finish(app, db).await;
+}
+
+/// Every page as every role: a page the viewer may not see answers 403 and an unknown one
+/// 404 (another team's job too, as the API answers), and no page offers an action that the
+/// server would refuse the viewer. Users: alice (nlp member), bob (nlp lead), dave (vision
+/// member), carol (admin, in no team).
+async fn every_page_by_role(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let bob = app.client("bob").await;
+    let dave = app.client("dave").await;
+    let carol = app.client("carol").await;
+    let anon = app.anonymous();
+    let alices = alice.launch(llama(8)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let bobs = bob.launch(llama(8)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let daves = dave
+        .launch(json!({ "template": "mistral-7b-sft", "gpus": 8 }))
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // What each action looks like in the server-rendered page.
+    const NEW_VERSION: &str = "New version…";
+    const DEPRECATE: &str = "data-testid=\"deprecate-";
+    const CREATE_TEMPLATE: &str = "data-testid=\"template-save\"";
+    const SAVE_QUOTA: &str = "data-testid=\"quota-nlp-hgx-h100-save\"";
+    const AUDIT_CSV: &str = "data-testid=\"audit-csv\"";
+    const USAGE_CSV: &str = "data-testid=\"usage-csv\"";
+    const LAUNCH_SUBMIT: &str = "data-testid=\"launch-submit\"";
+    const LAUNCH_LINK: &str = "href=\"/launch\"";
+    const CANCEL: &str = "data-testid=\"cancel\"";
+    const REFUSED: &str = "data-testid=\"refused\"";
+    let alice_job = format!("/jobs/{alices}");
+    let bob_job = format!("/jobs/{bobs}");
+    let dave_job = format!("/jobs/{daves}");
+    let unknown_job = format!("/jobs/{}", uuid::Uuid::new_v4());
+
+    // (client, who, path, status, present, absent): a table, kept one case a line.
+    type Case<'a> = (
+        &'a Client,
+        &'a str,
+        &'a str,
+        u16,
+        Vec<&'a str>,
+        Vec<&'a str>,
+    );
+    #[rustfmt::skip]
+    let cases: Vec<Case> = vec![
+        // Admin pages: admins only; nobody else sees their buttons.
+        (&alice, "alice", "/admin/templates", 403, vec![REFUSED], vec![NEW_VERSION, DEPRECATE, CREATE_TEMPLATE]),
+        (&bob, "bob", "/admin/templates", 403, vec![REFUSED], vec![NEW_VERSION, DEPRECATE, CREATE_TEMPLATE]),
+        (&carol, "carol", "/admin/templates", 200, vec![NEW_VERSION, DEPRECATE, CREATE_TEMPLATE], vec![REFUSED]),
+        (&alice, "alice", "/admin/quotas", 403, vec![REFUSED], vec![SAVE_QUOTA]),
+        (&bob, "bob", "/admin/quotas", 403, vec![REFUSED], vec![SAVE_QUOTA]),
+        (&carol, "carol", "/admin/quotas", 200, vec![SAVE_QUOTA], vec![REFUSED]),
+        (&dave, "dave", "/admin/audit", 403, vec![REFUSED], vec![AUDIT_CSV]),
+        (&bob, "bob", "/admin/audit", 403, vec![REFUSED], vec![AUDIT_CSV]),
+        (&carol, "carol", "/admin/audit", 200, vec![AUDIT_CSV], vec![REFUSED]),
+        // Usage: leads and admins.
+        (&alice, "alice", "/usage", 403, vec![REFUSED], vec![USAGE_CSV]),
+        (&bob, "bob", "/usage", 200, vec![USAGE_CSV], vec![REFUSED]),
+        (&carol, "carol", "/usage", 200, vec![USAGE_CSV], vec![REFUSED]),
+        // Launch: members of a team; an admin in no team may not (the API says 422).
+        (&alice, "alice", "/launch", 200, vec!["data-testid=\"template-llama-3.1-8b-fsdp\"", LAUNCH_LINK], vec![REFUSED]),
+        (&carol, "carol", "/launch", 403, vec![REFUSED], vec!["data-testid=\"template-llama-3.1-8b-fsdp\"", LAUNCH_LINK]),
+        (&alice, "alice", "/launch/llama-3.1-8b-fsdp", 200, vec![LAUNCH_SUBMIT], vec![REFUSED]),
+        (&carol, "carol", "/launch/llama-3.1-8b-fsdp", 403, vec![REFUSED], vec![LAUNCH_SUBMIT]),
+        (&alice, "alice", "/launch/no-such-template", 404, vec![], vec![LAUNCH_SUBMIT]),
+        (&alice, "alice", "/", 200, vec!["data-testid=\"home-launch\"", LAUNCH_LINK], vec![]),
+        (&carol, "carol", "/", 200, vec![], vec!["data-testid=\"home-launch\"", LAUNCH_LINK]),
+        (&alice, "alice", "/jobs", 200, vec!["data-testid=\"jobs-launch\""], vec![]),
+        (&carol, "carol", "/jobs", 200, vec![], vec!["data-testid=\"jobs-launch\"", LAUNCH_LINK]),
+        // A job: its owner, the team's lead and admins may cancel it; a team-mate sees it
+        // without the button; another team and an unknown id get 404.
+        (&alice, "alice", alice_job.as_str(), 200, vec![CANCEL], vec![]),
+        (&bob, "bob", alice_job.as_str(), 200, vec![CANCEL], vec![]),
+        (&carol, "carol", alice_job.as_str(), 200, vec![CANCEL], vec![]),
+        (&alice, "alice", bob_job.as_str(), 200, vec!["data-testid=\"job-name\""], vec![CANCEL]),
+        (&alice, "alice", dave_job.as_str(), 404, vec![], vec![CANCEL, "data-testid=\"job-name\""]),
+        (&dave, "dave", alice_job.as_str(), 404, vec![], vec![CANCEL, "data-testid=\"job-name\""]),
+        (&alice, "alice", unknown_job.as_str(), 404, vec![], vec![CANCEL]),
+        (&carol, "carol", unknown_job.as_str(), 404, vec![], vec![CANCEL]),
+        // Nothing here.
+        (&alice, "alice", "/no/such/page", 404, vec!["Page not found"], vec![]),
+        (&anon, "anonymous", "/no/such/page", 404, vec!["Page not found"], vec![]),
+        // Everyone's pages.
+        (&alice, "alice", "/pools", 200, vec!["data-testid=\"grid-hgx-h100\""], vec![]),
+        (&dave, "dave", "/profile", 200, vec!["data-testid=\"token-create\""], vec![]),
+        (&carol, "carol", "/profile", 200, vec!["data-testid=\"token-create\""], vec![]),
+        // Signed out: the sign-in prompt, nothing else.
+        (&anon, "anonymous", "/admin/templates", 200, vec!["Sign in to Gantry"], vec![NEW_VERSION, DEPRECATE, CREATE_TEMPLATE]),
+    ];
+    for (client, who, path, status, present, absent) in cases {
+        let (s, html) = client.page(path).await;
+        assert_eq!(s.as_u16(), status, "{path} as {who}: {html}");
+        for p in present {
+            assert!(html.contains(p), "{path} as {who} lacks {p}: {html}");
+        }
+        for a in absent {
+            assert!(!html.contains(a), "{path} as {who} shows {a}: {html}");
+        }
+    }
+
+    // Only the admin and the lead see the links to what only they may open.
+    let (_, page) = alice.page("/").await;
+    assert!(
+        !page.contains("href=\"/usage\"") && !page.contains("href=\"/admin/"),
+        "{page}"
+    );
+    let (_, page) = bob.page("/").await;
+    assert!(
+        page.contains("href=\"/usage\"") && !page.contains("href=\"/admin/"),
+        "{page}"
+    );
+    let (_, page) = carol.page("/").await;
+    assert!(
+        page.contains("href=\"/usage\"") && page.contains("href=\"/admin/quotas\""),
+        "{page}"
+    );
+
+    // The Jobs list offers alice a cancel for her own job only, bob (lead) for both.
+    let (_, list) = alice.page("/jobs").await;
+    assert!(list.contains(&format!("job-row-{bobs}")), "{list}");
+    assert_eq!(list.matches(CANCEL).count(), 1, "{list}");
+    let (_, list) = bob.page("/jobs").await;
+    assert_eq!(list.matches(CANCEL).count(), 2, "{list}");
+    // A finished job offers no cancel, even to its owner.
+    let (s, _) = alice
+        .post(&format!("/api/v1/jobs/{alices}/cancel"), json!({}))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, page) = alice.page(&alice_job).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(!page.contains(CANCEL), "{page}");
     finish(app, db).await;
 }

@@ -3,8 +3,8 @@
 
 use leptos::prelude::*;
 
-use crate::app::Authed;
-use crate::components::ErrorBox;
+use crate::app::{Authed, Require};
+use crate::components::{loaded, ErrorBox, PageError};
 use crate::format;
 use crate::functions::{admin_quotas, preview_quota, save_quota};
 use crate::live::use_live;
@@ -13,7 +13,7 @@ use crate::model::{QuotaCell, QuotaDraft, QuotaPreview};
 #[component]
 pub fn AdminQuotasPage() -> impl IntoView {
     view! {
-        <Authed>
+        <Authed require=Require::Admin>
             <AdminQuotas/>
         </Authed>
     }
@@ -37,7 +37,7 @@ fn AdminQuotas() -> impl IntoView {
         </section>
         <Transition fallback=|| view! { <p class="muted">"Loading quotas…"</p> }>
             {move || Suspend::new(async move {
-                match cells.await {
+                loaded(cells).await.map(|r| match r {
                     Ok(cells) => {
                         let mut pools: Vec<String> = cells.iter().map(|c| c.pool.clone()).collect();
                         pools.sort();
@@ -51,8 +51,8 @@ fn AdminQuotas() -> impl IntoView {
                             .collect_view()
                             .into_any()
                     }
-                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
-                }
+                    Err(e) => view! { <PageError err=e/> }.into_any(),
+                })
             })}
         </Transition>
     }
@@ -324,7 +324,7 @@ fn PreviewTable(p: QuotaPreview, team: String) -> impl IntoView {
 #[component]
 pub fn AdminAuditPage() -> impl IntoView {
     view! {
-        <Authed>
+        <Authed require=Require::Admin>
             <AdminAudit/>
         </Authed>
     }
@@ -375,7 +375,7 @@ fn AdminAudit() -> impl IntoView {
         </form>
         <Transition fallback=|| view! { <p class="muted">"Loading the audit log…"</p> }>
             {move || Suspend::new(async move {
-                match records.await {
+                loaded(records).await.map(|r| match r {
                     Ok(list) if list.is_empty() => view! { <p class="muted" data-testid="audit-empty">"No entries match these filters."</p> }.into_any(),
                     Ok(list) => view! {
                         <table class="audit-table" data-testid="audit-table">
@@ -395,8 +395,8 @@ fn AdminAudit() -> impl IntoView {
                             </tbody>
                         </table>
                     }.into_any(),
-                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
-                }
+                    Err(e) => view! { <PageError err=e/> }.into_any(),
+                })
             })}
         </Transition>
     }
@@ -405,7 +405,7 @@ fn AdminAudit() -> impl IntoView {
 #[component]
 pub fn AdminTemplatesPage() -> impl IntoView {
     view! {
-        <Authed>
+        <Authed require=Require::Admin>
             <AdminTemplates/>
         </Authed>
     }
@@ -472,7 +472,7 @@ fn AdminTemplates() -> impl IntoView {
         </section>
         <Transition fallback=|| view! { <p class="muted">"Loading templates…"</p> }>
             {move || Suspend::new(async move {
-                match templates.await {
+                loaded(templates).await.map(|r| match r {
                     Ok(list) => view! {
                         <table class="audit-table" data-testid="template-table">
                             <thead><tr><th>"Template"</th><th>"Version"</th><th>"Image"</th><th>"GPUs"</th><th>"Runs as"</th><th></th></tr></thead>
@@ -497,8 +497,8 @@ fn AdminTemplates() -> impl IntoView {
                             </tbody>
                         </table>
                     }.into_any(),
-                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
-                }
+                    Err(e) => view! { <PageError err=e/> }.into_any(),
+                })
             })}
         </Transition>
         <section class="panel">

@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 
 use crate::app::Authed;
-use crate::components::{progress_text, ErrorBox, StateBadge};
+use crate::components::{loaded, progress_text, PageError, StateBadge};
 use crate::format;
 use crate::functions::get_home;
 use crate::live::use_live;
@@ -25,10 +25,10 @@ fn Home() -> impl IntoView {
     view! {
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
-                match home.await {
+                loaded(home).await.map(|r| match r {
                     Ok(h) => view! { <HomeBody home=h/> }.into_any(),
-                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
-                }
+                    Err(e) => view! { <PageError err=e/> }.into_any(),
+                })
             })}
         </Transition>
     }
@@ -41,22 +41,26 @@ fn HomeBody(home: HomeView) -> impl IntoView {
     let first_name = home.viewer.display_name.clone();
     let jobs = home.active_jobs.clone();
     let has_jobs = !jobs.is_empty();
+    // An admin in no team cannot launch: no button that would be refused.
+    let can_launch = home.viewer.can_launch();
     view! {
         <div class="page-head">
             <h1>"Hello, " {first_name}</h1>
-            <a class="button primary big" href="/launch" data-testid="home-launch">
-                "Launch a job"
-            </a>
+            {can_launch.then(|| view! {
+                <a class="button primary big" href="/launch" data-testid="home-launch">
+                    "Launch a job"
+                </a>
+            })}
         </div>
         <section class="panel">
             <h2>"Your active jobs"</h2>
             <Show
                 when=move || has_jobs
-                fallback=|| {
+                fallback=move || {
                     view! {
                         <div class="empty">
                             <p>"No jobs running or queued."</p>
-                            <a class="button" href="/launch">"Launch your first"</a>
+                            {can_launch.then(|| view! { <a class="button" href="/launch">"Launch your first"</a> })}
                         </div>
                     }
                 }

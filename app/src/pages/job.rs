@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
 use crate::app::Authed;
-use crate::components::{Ago, ErrorBox, StateBadge};
+use crate::components::{loaded, Ago, ErrorBox, PageError, StateBadge};
 use crate::error::ApiError;
 use crate::format;
 use crate::functions::{cancel_job, get_job};
@@ -31,10 +31,11 @@ fn JobDetail() -> impl IntoView {
     view! {
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
-                match page.await {
+                loaded(page).await.map(|r| match r {
                     Ok(p) => view! { <JobBody page=p/> }.into_any(),
-                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
-                }
+                    // Unknown, or another team's: 404 either way, as the API answers.
+                    Err(e) => view! { <PageError err=e/> }.into_any(),
+                })
             })}
         </Transition>
     }
@@ -429,7 +430,7 @@ fn GpuPanel(job_id: String, gpus: u32, show_idle: bool) -> impl IntoView {
             <h2>{format!("GPU utilization · {}", format::gpus_nodes(gpus))}</h2>
             <Transition fallback=|| view! { <p class="muted">"Loading GPU metrics…"</p> }>
                 {move || Suspend::new(async move {
-                    match util.await {
+                    loaded(util).await.map(|r| match r {
                         Ok(u) if u.available => view! { <GpuView u show_idle/> }.into_any(),
                         Ok(u) => view! {
                             <p class="muted" data-testid="gpu-unavailable">
@@ -437,7 +438,7 @@ fn GpuPanel(job_id: String, gpus: u32, show_idle: bool) -> impl IntoView {
                             </p>
                         }.into_any(),
                         Err(e) => view! { <ErrorBox err=e/> }.into_any(),
-                    }
+                    })
                 })}
             </Transition>
         </section>

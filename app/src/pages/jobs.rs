@@ -4,8 +4,8 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
-use crate::app::Authed;
-use crate::components::{progress_text, Ago, ErrorBox, StateBadge};
+use crate::app::{use_viewer, Authed};
+use crate::components::{loaded, progress_text, Ago, PageError, StateBadge};
 use crate::format;
 use crate::functions::list_jobs;
 use crate::live::use_live;
@@ -44,10 +44,11 @@ fn Jobs() -> impl IntoView {
             Some(s) => format!("/jobs?scope={sc}&state={s}"),
         }
     };
+    let can_launch = use_viewer().is_some_and(|v| v.can_launch());
     view! {
         <div class="page-head">
             <h1>"Jobs"</h1>
-            <a class="button primary" href="/launch">"Launch a job"</a>
+            {can_launch.then(|| view! { <a class="button primary" href="/launch" data-testid="jobs-launch">"Launch a job"</a> })}
         </div>
         <nav class="filters" aria-label="Filter jobs">
             <span class="filter-group">
@@ -95,29 +96,31 @@ fn Jobs() -> impl IntoView {
         </nav>
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
-                match list.await {
-                    Ok(l) => view! { <JobTable list=l/> }.into_any(),
-                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
-                }
+                loaded(list).await.map(|r| match r {
+                    Ok(l) => view! { <JobTable list=l can_launch/> }.into_any(),
+                    Err(e) => view! { <PageError err=e/> }.into_any(),
+                })
             })}
         </Transition>
     }
 }
 
 #[component]
-fn JobTable(list: JobList) -> impl IntoView {
+fn JobTable(list: JobList, can_launch: bool) -> impl IntoView {
     let live = use_live();
     let page_now = list.now;
     if list.jobs.is_empty() {
         return view! {
             <div class="empty panel">
                 <p>"No jobs match. Jobs you and your team launch show up here."</p>
-                <a class="button" href="/launch">"Launch one"</a>
+                {can_launch.then(|| view! { <a class="button" href="/launch">"Launch one"</a> })}
             </div>
         }
         .into_any();
     }
+    // On a phone the table scrolls inside its box instead of widening the page.
     view! {
+        <div class="table-scroll">
         <table class="table" data-testid="jobs-table">
             <thead>
                 <tr>
@@ -159,6 +162,7 @@ fn JobTable(list: JobList) -> impl IntoView {
                     .collect_view()}
             </tbody>
         </table>
+        </div>
     }
         .into_any()
 }

@@ -2,8 +2,8 @@
 
 use leptos::prelude::*;
 
-use crate::app::Authed;
-use crate::components::ErrorBox;
+use crate::app::{Authed, Require};
+use crate::components::{loaded, PageError};
 use crate::format;
 use crate::functions::list_templates;
 use crate::model::Template;
@@ -11,7 +11,7 @@ use crate::model::Template;
 #[component]
 pub fn LaunchGallery() -> impl IntoView {
     view! {
-        <Authed>
+        <Authed require=Require::Team>
             <Gallery/>
         </Authed>
     }
@@ -37,7 +37,7 @@ fn Gallery() -> impl IntoView {
         <p class="muted">"Pick a template. Defaults are ready to launch; you can change them on the next page."</p>
         <Suspense fallback=|| view! { <p class="muted">"Loading templates…"</p> }>
             {move || Suspend::new(async move {
-                match templates.await {
+                loaded(templates).await.map(|r| match r {
                     Ok(list) if list.is_empty() => {
                         view! {
                             <div class="empty">
@@ -76,8 +76,8 @@ fn Gallery() -> impl IntoView {
                         }
                             .into_any()
                     }
-                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
-                }
+                    Err(e) => view! { <PageError err=e/> }.into_any(),
+                })
             })}
         </Suspense>
     }

@@ -5,8 +5,8 @@ use leptos::prelude::*;
 use leptos_router::hooks::{use_navigate, use_params_map};
 use serde_json::Map;
 
-use crate::app::Authed;
-use crate::components::ErrorBox;
+use crate::app::{Authed, Require};
+use crate::components::{loaded, ErrorBox, PageError};
 use crate::error::ApiError;
 use crate::format;
 use crate::functions::{
@@ -18,7 +18,7 @@ use crate::model::{nodes_for, LaunchRequest, ParamKind, ParamSpec, Pool, Priorit
 #[component]
 pub fn LaunchFormPage() -> impl IntoView {
     view! {
-        <Authed>
+        <Authed require=Require::Team>
             <LaunchForm/>
         </Authed>
     }
@@ -41,21 +41,21 @@ fn LaunchForm() -> impl IntoView {
     view! {
         <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
-                match data.await {
+                loaded(data).await.map(|r| match r {
                     Ok((Some(t), pools, manifests)) => {
                         view! { <LaunchFormBody t=t pools=pools manifests=manifests/> }.into_any()
                     }
                     Ok((None, _, _)) => {
                         view! {
-                            <ErrorBox err=ApiError::not_found(
+                            <PageError err=ApiError::not_found(
                                 "There is no template by that name; it may have been deprecated.",
                             )/>
                             <a href="/launch">"Back to the templates"</a>
                         }
                             .into_any()
                     }
-                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
-                }
+                    Err(e) => view! { <PageError err=e/> }.into_any(),
+                })
             })}
         </Suspense>
     }
@@ -283,7 +283,7 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>, manifests: bool) -> impl IntoVi
                 <div class="fit-line" aria-live="polite" data-testid="fit-line">
                     <Transition fallback=|| view! { <span class="muted">"Checking the queue…"</span> }>
                         {move || Suspend::new(async move {
-                            match check.await {
+                            loaded(check).await.map(|r| match r {
                                 Ok(c) if c.fits_now => {
                                     view! {
                                         <span class="fits">
@@ -327,7 +327,7 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>, manifests: bool) -> impl IntoVi
                                         .into_any()
                                 }
                                 Err(e) => view! { <span class="field-error">{e.message}</span> }.into_any(),
-                            }
+                            })
                         })}
                     </Transition>
                 </div>

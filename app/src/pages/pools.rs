@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 
 use crate::app::Authed;
-use crate::components::ErrorBox;
+use crate::components::{loaded, PageError};
 use crate::live::use_live;
 use crate::model::{GridCell, PoolGrid};
 
@@ -37,7 +37,7 @@ fn Pools() -> impl IntoView {
         </section>
         <Transition fallback=|| view! { <p class="muted">"Loading pools…"</p> }>
             {move || Suspend::new(async move {
-                match grids.await {
+                loaded(grids).await.map(|r| match r {
                     Ok(list) => {
                         let note = list.iter().find_map(|g| g.metrics_note.clone());
                         view! {
@@ -46,8 +46,8 @@ fn Pools() -> impl IntoView {
                         }
                         .into_any()
                     }
-                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
-                }
+                    Err(e) => view! { <PageError err=e/> }.into_any(),
+                })
             })}
         </Transition>
     }

@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 
 use crate::app::{Authed, ViewerResource};
-use crate::components::ErrorBox;
+use crate::components::{loaded, ErrorBox};
 use crate::format::absolute;
 use crate::model::{ApiTokenInfo, Role};
 
@@ -106,11 +106,11 @@ fn Profile() -> impl IntoView {
             {move || revoke.value().get().and_then(|r| r.err()).map(|e| view! { <ErrorBox err=e/> })}
             <Transition fallback=|| view! { <p class="muted">"Loading tokens…"</p> }>
                 {move || Suspend::new(async move {
-                    match tokens.await {
+                    loaded(tokens).await.map(|r| match r {
                         Ok(list) if list.is_empty() => view! { <p class="muted" data-testid="no-tokens">"You have no API tokens yet."</p> }.into_any(),
                         Ok(list) => view! { <TokenTable list revoke/> }.into_any(),
                         Err(e) => view! { <ErrorBox err=e/> }.into_any(),
-                    }
+                    })
                 })}
             </Transition>
         </section>

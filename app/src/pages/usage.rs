@@ -4,14 +4,14 @@
 
 use leptos::prelude::*;
 
-use crate::app::Authed;
-use crate::components::ErrorBox;
+use crate::app::{Authed, Require};
+use crate::components::{loaded, PageError};
 use crate::model::{TopJob, UsageRowView, UsageView};
 
 #[component]
 pub fn UsagePage() -> impl IntoView {
     view! {
-        <Authed>
+        <Authed require=Require::LeadOrAdmin>
             <Usage/>
         </Authed>
     }
@@ -100,10 +100,10 @@ fn Usage() -> impl IntoView {
         </div>
         <Transition fallback=|| view! { <p class="muted">"Loading usage…"</p> }>
             {move || Suspend::new(async move {
-                match report.await {
+                loaded(report).await.map(|r| match r {
                     Ok(v) => view! { <Report v/> }.into_any(),
-                    Err(e) => view! { <ErrorBox err=e/> }.into_any(),
-                }
+                    Err(e) => view! { <PageError err=e/> }.into_any(),
+                })
             })}
         </Transition>
     }
