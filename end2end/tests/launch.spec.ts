@@ -108,7 +108,7 @@ test.describe.serial("launch, watch the queue, cancel", () => {
 
   test("control: without the wasm bundle the Launch button does nothing", async ({ page, browserErrors }) => {
     // The blocked bundle is logged, and its loader throws: the point of the control.
-    browserErrors.allow(/gantry\.wasm\): Failed to load resource: net::ERR_FAILED/);
+    browserErrors.allow(/gantry(\.[A-Za-z0-9_-]+)?\.wasm\): Failed to load resource: net::ERR_FAILED/);
     browserErrors.allow(/uncaught on .*: TypeError: Failed to fetch/);
     await signIn(page, "alice");
     await page.route("**/*.wasm", (route) => route.abort());
