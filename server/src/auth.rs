@@ -408,20 +408,12 @@ impl FromRequestParts<AppState> for Authenticated {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        if let Some(token) = bearer(&parts.headers) {
-            let v = state.portal.viewer_by_token(token?).await?;
-            return Ok(Authenticated(v, Via::Token));
-        }
-        let session = Session::from_request_parts(parts, state)
-            .await
-            .map_err(|_| ApiFailure(ApiError::unauthorized()))?;
-        let user = session_user(&session, state.portal.session_limits())
-            .await?
-            .ok_or_else(|| ApiFailure(ApiError::unauthorized()))?;
-        match state.portal.viewer_by_id(&user).await? {
-            Some(v) => Ok(Authenticated(v, Via::Session)),
-            None => Err(ApiFailure(ApiError::unauthorized())),
-        }
+        let Held(v, credential) = Held::from_request_parts(parts, state).await?;
+        let via = match credential {
+            Credential::Session { .. } => Via::Session,
+            Credential::Token(_) => Via::Token,
+        };
+        Ok(Authenticated(v, via))
     }
 }
 
@@ -451,7 +443,8 @@ pub enum Credential {
     Token(String),
 }
 
-/// Like [`ApiViewer`], with the [`Credential`] to check again later.
+/// Like [`ApiViewer`], with the [`Credential`] to check again later; what [`Authenticated`]
+/// and [`ApiViewer`] are read from.
 pub struct Held(pub app::model::Viewer, pub Credential);
 
 impl FromRequestParts<AppState> for Held {

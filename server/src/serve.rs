@@ -172,6 +172,25 @@ impl AsyncRead for IdleTimeout {
     }
 }
 
+impl IdleTimeout {
+    /// A write's result: progress moves the deadline on, a stall checks it.
+    fn wrote(
+        &mut self,
+        cx: &mut Context<'_>,
+        r: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match r {
+            Poll::Ready(r) => {
+                if matches!(r, Ok(n) if n > 0) {
+                    self.moved();
+                }
+                Poll::Ready(r)
+            }
+            Poll::Pending => self.check(cx).map(Err),
+        }
+    }
+}
+
 impl AsyncWrite for IdleTimeout {
     fn poll_write(
         self: Pin<&mut Self>,
@@ -179,15 +198,8 @@ impl AsyncWrite for IdleTimeout {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_write(cx, buf) {
-            Poll::Ready(r) => {
-                if matches!(r, Ok(n) if n > 0) {
-                    this.moved();
-                }
-                Poll::Ready(r)
-            }
-            Poll::Pending => this.check(cx).map(Err),
-        }
+        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.wrote(cx, r)
     }
 
     fn poll_write_vectored(
@@ -196,15 +208,8 @@ impl AsyncWrite for IdleTimeout {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
-            Poll::Ready(r) => {
-                if matches!(r, Ok(n) if n > 0) {
-                    this.moved();
-                }
-                Poll::Ready(r)
-            }
-            Poll::Pending => this.check(cx).map(Err),
-        }
+        let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.wrote(cx, r)
     }
 
     fn is_write_vectored(&self) -> bool {
