@@ -37,15 +37,12 @@ CREATE TABLE pool (
     created_at        BIGINT NOT NULL
 );
 
--- A team's share of a pool: a Kueue ClusterQueue in the pool's cohort, for nvidia.com/gpu.
--- NULL limits mean no limit (Kueue's default): borrow any unused quota, lend all of it.
+-- A team's share of a pool (a Kueue ClusterQueue's nominal quota for nvidia.com/gpu).
 CREATE TABLE quota (
-    team_id              TEXT NOT NULL REFERENCES team (team_id),
-    pool_id              TEXT NOT NULL REFERENCES pool (pool_id),
-    nominal_gpus         BIGINT NOT NULL CHECK (nominal_gpus >= 0),
-    borrowing_limit_gpus BIGINT CHECK (borrowing_limit_gpus >= 0),
-    lending_limit_gpus   BIGINT CHECK (lending_limit_gpus >= 0),
-    updated_at           BIGINT NOT NULL,
+    team_id      TEXT NOT NULL REFERENCES team (team_id),
+    pool_id      TEXT NOT NULL REFERENCES pool (pool_id),
+    nominal_gpus BIGINT NOT NULL CHECK (nominal_gpus >= 0),
+    updated_at   BIGINT NOT NULL,
     PRIMARY KEY (team_id, pool_id)
 );
 

@@ -6,9 +6,7 @@ ALTER TABLE job_interval ADD COLUMN rolled_up BIGINT NOT NULL DEFAULT 0;
 -- 1 once the metrics back end was asked for the interval's utilization (util_mean stays NULL
 -- when it had no figure: the interval is then unmeasured, never invented).
 ALTER TABLE job_interval ADD COLUMN util_checked BIGINT NOT NULL DEFAULT 0;
--- The few intervals not rolled up yet (running, or ended moments ago): a partial index, so
--- reports and the recorder find them without touching the million that are.
-CREATE INDEX job_interval_fresh ON job_interval (start_ms) WHERE rolled_up = 0;
+CREATE INDEX job_interval_pending ON job_interval (rolled_up, end_ms);
 
 CREATE TABLE usage_daily (
     tz              TEXT NOT NULL,   -- the IANA time zone the day is in

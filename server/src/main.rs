@@ -33,7 +33,7 @@ async fn main() -> anyhow::Result<()> {
 
 /// `gantry kube render …`; anything else is a usage error.
 async fn command(config: gantry::config::Config, args: &[String]) -> anyhow::Result<()> {
-    use gantry::cluster::k8s::render::{render, RenderArgs, USAGE};
+    use gantry::render::{render, RenderArgs, USAGE};
     let usage = || -> ! {
         eprintln!("{USAGE}\n(with no arguments, gantry starts the portal)");
         std::process::exit(2);

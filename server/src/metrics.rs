@@ -10,20 +10,9 @@
 
 pub mod prometheus;
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use chrono::{DateTime, TimeDelta, Utc};
 
-/// A job's GPUs during one run: what a back end needs to find its series.
-#[derive(Clone, Debug, PartialEq)]
-pub struct JobGpus {
-    pub job_id: String,
-    pub team: String,
-    pub gpus: u32,
-    /// When this run started (the interval's start).
-    pub since: DateTime<Utc>,
-}
+pub use crate::domain::workload::JobGpus;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
@@ -263,91 +252,6 @@ pub fn is_idle(samples: &[(DateTime<Utc>, Vec<f64>)], now: DateTime<Utc>) -> boo
         .iter()
         .filter(|(t, _)| *t >= since)
         .all(|(_, gpus)| gpus.iter().all(|u| *u < IDLE_BELOW_PCT))
-}
-
-/// Every few seconds: stores the mean utilization of every ended run interval that lacks
-/// one, then rolls ended intervals up into the daily usage table. A metrics back end that is
-/// down leaves its intervals for the next round (reports count them exactly meanwhile):
-/// nothing is lost. Without a back end, intervals are rolled up unmeasured.
-pub fn spawn_recorder(
-    db: crate::db::Db,
-    metrics: Option<Arc<dyn Metrics>>,
-    tz: chrono_tz::Tz,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(Duration::from_secs(2));
-        // Said once when the back end goes away and once when it is back, not every round.
-        let mut down = false;
-        loop {
-            every.tick().await;
-            match record_once(&db, metrics.as_deref(), tz).await {
-                Ok(r) => match (r.metrics_error, down) {
-                    (Some(e), false) => {
-                        tracing::warn!(error = %e, "metrics unavailable; ended runs wait, unmeasured, until it answers");
-                        down = true;
-                    }
-                    (None, true) => {
-                        tracing::info!("metrics back end answers again; measuring ended runs");
-                        down = false;
-                    }
-                    _ => {}
-                },
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not record interval utilization; will retry");
-                }
-            }
-        }
-    })
-}
-
-/// What one round of the recorder did.
-#[derive(Debug)]
-pub struct Recorded {
-    /// Intervals rolled up into the daily table.
-    pub rolled: usize,
-    /// Set when the metrics back end did not answer (its intervals wait for the next round).
-    pub metrics_error: Option<MetricsError>,
-}
-
-/// One round of [`spawn_recorder`].
-pub async fn record_once(
-    db: &crate::db::Db,
-    metrics: Option<&dyn Metrics>,
-    tz: chrono_tz::Tz,
-) -> anyhow::Result<Recorded> {
-    let mut metrics_error = None;
-    if let Some(metrics) = metrics {
-        'batches: loop {
-            let batch = db.intervals_without_util(500).await?;
-            let full = batch.len() == 500;
-            for (id, job, start, end) in batch {
-                match metrics.interval_mean(&job, start, end).await {
-                    Ok(Some(u)) => db.set_interval_util(&id, u).await?,
-                    // The back end has no figure for it: it stays unmeasured (allocated
-                    // only), never invented.
-                    Ok(None) => db.set_interval_util_unknown(&id).await?,
-                    Err(e) => {
-                        metrics_error = Some(e);
-                        break 'batches;
-                    }
-                }
-            }
-            if !full {
-                break;
-            }
-        }
-    }
-    let mut rolled = 0;
-    loop {
-        let n = db.roll_up(tz, 500, metrics.is_some()).await?;
-        rolled += n;
-        if n < 500 {
-            return Ok(Recorded {
-                rolled,
-                metrics_error,
-            });
-        }
-    }
 }
 
 #[cfg(test)]

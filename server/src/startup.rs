@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use app::backend::SharedBackend;
 use app::model::JobState;
-use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 use leptos::config::LeptosOptions;
@@ -26,32 +26,9 @@ use crate::cluster::sim::{RestoredWorkload, SimCluster};
 use crate::cluster::{Cluster, PoolSpec};
 use crate::config::{ClockMode, ClusterBackend, Config};
 use crate::db::Db;
+use crate::http::session_store::DbSessionStore;
+pub use crate::http::state::AppState;
 use crate::service::Portal;
-use crate::session_store::DbSessionStore;
-
-/// Everything a handler can reach.
-#[derive(Clone)]
-pub struct AppState {
-    pub portal: Arc<Portal>,
-    /// The sim cluster when it is the back end (for `/api/v1/sim/advance`).
-    pub sim: Option<Arc<SimCluster>>,
-    pub config: Arc<Config>,
-    /// Single sign-on, when `[auth.oidc]` is configured.
-    pub oidc: Option<Arc<crate::oidc::Oidc>>,
-    pub leptos_options: LeptosOptions,
-    /// The session store, to ask again whether a long-lived request's session still holds.
-    pub sessions: DbSessionStore,
-    /// The live streams each user holds (`server.max_streams_per_user`).
-    pub streams: Arc<crate::auth::StreamSlots>,
-    /// Compressed copies of the site's hashed files.
-    pub assets: Arc<crate::assets::AssetCache>,
-}
-
-impl FromRef<AppState> for LeptosOptions {
-    fn from_ref(s: &AppState) -> Self {
-        s.leptos_options.clone()
-    }
-}
 
 /// A running Gantry: its address and the means to stop it.
 pub struct Running {
@@ -61,7 +38,7 @@ pub struct Running {
     server: JoinHandle<()>,
     tasks: Vec<JoinHandle<()>>,
     db: Db,
-    assets: Arc<crate::assets::AssetCache>,
+    assets: Arc<crate::http::assets::AssetCache>,
     leptos_options: LeptosOptions,
 }
 
@@ -84,7 +61,7 @@ impl Running {
         for t in &self.tasks {
             t.abort();
         }
-        if let Err(e) = self.db.save_sim_clock(self.portal.cluster.now()).await {
+        if let Err(e) = self.db.save_sim_clock(self.portal.cluster().now()).await {
             tracing::warn!(error = %e, "could not save the sim clock at shutdown");
         }
         self.db.close().await;
@@ -119,7 +96,7 @@ pub fn leptos_options() -> LeptosOptions {
 
 /// The pools as the cluster back ends see them, with the configured queueing strategy.
 async fn pool_specs(config: &Config, db: &Db) -> anyhow::Result<Vec<PoolSpec>> {
-    let pools = PoolSpec::from_rows(db.list_pools().await?, &config.sim.strict_fifo_pools);
+    let pools = crate::db::pool_specs(db.list_pools().await?, &config.sim.strict_fifo_pools);
     if let Some(unknown) = config
         .sim
         .strict_fifo_pools
@@ -242,7 +219,7 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
     };
     let (applied_tx, applied_rx) = watch::channel(0u64);
     let (live_tx, _) = broadcast::channel(1024);
-    let (writer, resync) = crate::reconciler::spawn_event_writer(
+    let (writer, resync) = crate::workers::reconciler::spawn_event_writer(
         db.clone(),
         cluster.clone(),
         cluster.subscribe(),
@@ -290,12 +267,13 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
     portal = portal
         .with_auth(&config.auth)
         .with_usage(&config.usage)
-        .with_metrics(metrics.clone());
+        .with_metrics(metrics.clone())
+        .with_sim(sim.clone());
     if kube.is_some() {
         portal = portal.with_kube(config.kube.clone());
     }
     let portal = Arc::new(portal);
-    if let Err(e) = crate::reconciler::resend_unsent(&portal).await {
+    if let Err(e) = crate::workers::reconciler::resend_unsent(&portal).await {
         tracing::warn!(error = %e, "could not send stored jobs at start");
     }
     portal.sync().await;
@@ -305,14 +283,14 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
     if seeded_jobs_wanted {
         seed_jobs(&portal).await?;
     }
-    tasks.push(crate::reconciler::spawn_resender(portal.clone()));
-    tasks.push(crate::metrics::spawn_recorder(
+    tasks.push(crate::workers::reconciler::spawn_resender(portal.clone()));
+    tasks.push(crate::workers::recorder::spawn_recorder(
         db.clone(),
         metrics.clone(),
         tz,
     ));
     if sim.is_some() {
-        tasks.push(crate::reconciler::spawn_clock_saver(
+        tasks.push(crate::workers::reconciler::spawn_clock_saver(
             db.clone(),
             cluster.clone(),
         ));
@@ -350,14 +328,13 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
                     }
                 }
             }
-            Some(Arc::new(crate::oidc::Oidc::new(o.clone())?))
+            Some(Arc::new(crate::http::oidc::Oidc::new(o.clone())?))
         }
         None => None,
     };
 
     let state = AppState {
         portal: portal.clone(),
-        sim: sim.clone(),
         config: config.clone(),
         oidc,
         leptos_options: leptos_options.clone(),
@@ -372,11 +349,11 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
     let listener = tokio::net::TcpListener::bind(config.server.addr).await?;
     let addr = listener.local_addr()?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let limits = crate::serve::ConnLimits {
+    let limits = crate::http::serve::ConnLimits {
         header_read: Duration::from_secs_f64(config.server.header_read_timeout_s),
         idle: Duration::from_secs_f64(config.server.idle_timeout_s),
     };
-    let server = tokio::spawn(crate::serve::serve(listener, app, limits, async {
+    let server = tokio::spawn(crate::http::serve::serve(listener, app, limits, async {
         let _ = rx.await;
     }));
     tracing::info!(%addr, database = %crate::config::redact_url(&url), clock = ?config.sim.clock, "Gantry is serving");
@@ -412,17 +389,17 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
     let max_body = state.config.server.max_body_bytes;
     let body_timeout = Duration::from_secs_f64(state.config.server.body_timeout_s);
     let trusted =
-        crate::request_id::TrustedProxies(Arc::new(state.config.server.trusted_proxy_nets()));
+        crate::http::request_id::TrustedProxies(Arc::new(state.config.server.trusted_proxy_nets()));
     let mut app = Router::new()
-        .merge(crate::api::routes())
-        .route("/auth/logout", post(crate::auth::logout));
+        .merge(crate::http::api::routes())
+        .route("/auth/logout", post(crate::http::auth::logout));
     if state.config.auth.dev_login() {
-        app = app.route("/auth/dev/login", post(crate::auth::dev_login));
+        app = app.route("/auth/dev/login", post(crate::http::auth::dev_login));
     }
     if state.oidc.is_some() {
         app = app
-            .route("/auth/login", get(crate::auth::oidc_login))
-            .route("/auth/callback", get(crate::auth::oidc_callback));
+            .route("/auth/login", get(crate::http::auth::oidc_login))
+            .route("/auth/callback", get(crate::http::auth::oidc_callback));
     }
     let page_context = move || {
         provide_context(backend.clone());
@@ -439,17 +416,17 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
     .layer(axum::middleware::from_fn(server_fn_status))
     .layer(axum::middleware::from_fn_with_state(
         state.clone(),
-        crate::auth::csrf_guard,
+        crate::http::csrf::csrf_guard,
     ))
     .layer(DefaultBodyLimit::max(max_body))
     .layer(axum::middleware::from_fn(move |req, next| {
-        crate::serve::body_deadline(body_timeout, max_body, req, next)
+        crate::http::serve::body_deadline(body_timeout, max_body, req, next)
     }))
     .layer(sessions)
     .layer(
         TraceLayer::new_for_http()
             .make_span_with(|req: &http::Request<_>| {
-                let id = req.headers().get(crate::request_id::HEADER).and_then(|v| v.to_str().ok()).unwrap_or("-");
+                let id = req.headers().get(crate::http::request_id::HEADER).and_then(|v| v.to_str().ok()).unwrap_or("-");
                 tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path())
             })
             .on_request(())
@@ -457,10 +434,10 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
                 tracing::info!(status = res.status().as_u16(), latency_ms = latency.as_secs_f64() * 1000.0, "served");
             }),
     )
-    .layer(axum::middleware::from_fn(crate::request_id::middleware))
+    .layer(axum::middleware::from_fn(crate::http::request_id::middleware))
     .layer(axum::middleware::from_fn({
         let cache = state.assets.clone();
-        move |req, next| crate::assets::compressed_pkg(cache.clone(), req, next)
+        move |req, next| crate::http::assets::compressed_pkg(cache.clone(), req, next)
     }))
     .layer(axum::middleware::from_fn(response_headers))
     // gzip or brotli as the client accepts, for what is worth it (not event streams or images).
@@ -468,26 +445,6 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
     // Outermost: who the forwarded headers may be believed from, for every layer inside.
     .layer(axum::Extension(trusted))
     .with_state(state)
-}
-
-/// The site's stylesheet under its hashed name, as Leptos' `HashedStylesheet` links it, for
-/// the few pages rendered without Leptos (a failed single sign-on).
-pub fn stylesheet_href(options: &LeptosOptions) -> String {
-    let hash = options
-        .hash_files
-        .then(|| std::fs::read_to_string(&*options.hash_file).ok())
-        .flatten()
-        .and_then(|text| {
-            text.lines()
-                .filter_map(|l| l.split_once(':'))
-                .find(|(k, _)| k.trim() == "css")
-                .map(|(_, h)| format!(".{}", h.trim()))
-        })
-        .unwrap_or_default();
-    format!(
-        "/{}/{}{hash}.css",
-        options.site_pkg_dir, options.output_name
-    )
 }
 
 /// The Content-Security-Policy of a server-rendered page, on the response being rendered:
@@ -589,7 +546,7 @@ async fn seed_jobs(portal: &Portal) -> anyhow::Result<()> {
             continue;
         };
         let req = crate::seed::demo_launch(template, *gpus, pool, *hours);
-        if let Err(e) = portal.launch(&viewer, req, None).await {
+        if let Err(e) = portal.launch_job(&viewer, req, None).await {
             tracing::warn!(user, template, error = %e.message, "demo job not launched");
         }
     }

@@ -13,8 +13,8 @@ use tokio::sync::{broadcast, mpsc, watch};
 use crate::clock::Clock;
 use crate::cluster::sim::SimCluster;
 use crate::cluster::{
-    Admissibility, Cluster, ClusterError, ClusterEvent, PendingWorkload, PoolSpec, PoolStatus,
-    QuotaSpec, Result, WorkloadPhase, WorkloadSpec,
+    Admissibility, Cluster, ClusterError, ClusterEvent, PendingWorkload, PoolStatus, QuotaSpec,
+    Result, WorkloadPhase, WorkloadSpec,
 };
 use crate::db::Db;
 use crate::service::Portal;
@@ -179,21 +179,21 @@ pub struct Fixture {
     pub cluster: Arc<Wrapped>,
     pub db: Db,
     /// Asks the event writer for a comparison with the cluster.
-    pub resync: crate::reconciler::SyncHandle,
+    pub resync: crate::workers::reconciler::SyncHandle,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Fixture {
     pub async fn start(db: &TestDb) -> Fixture {
-        Fixture::start_with(db, crate::reconciler::SYNC_EVERY).await
+        Fixture::start_with(db, crate::workers::reconciler::SYNC_EVERY).await
     }
 
     /// With the event writer comparing the database with the cluster as often as `every`.
-    pub async fn start_with(db: &TestDb, every: crate::reconciler::SyncEvery) -> Fixture {
+    pub async fn start_with(db: &TestDb, every: crate::workers::reconciler::SyncEvery) -> Fixture {
         let db = Db::connect(&db.url, 5).await.expect("database");
         let now = Utc::now();
         crate::seed::seed_catalog(&db, now).await.expect("seed");
-        let pools = PoolSpec::from_rows(db.list_pools().await.expect("pools"), &[]);
+        let pools = crate::db::pool_specs(db.list_pools().await.expect("pools"), &[]);
         let sim = Arc::new(SimCluster::new(Clock::manual(now), 60, &pools));
         for q in db.list_quotas().await.expect("quotas") {
             sim.set_quota(&q.team, &q.pool, q.quota)
@@ -203,7 +203,7 @@ impl Fixture {
         let cluster = Arc::new(Wrapped::new(sim));
         let (applied_tx, applied_rx) = watch::channel(0u64);
         let (live_tx, _) = broadcast::channel(1024);
-        let (writer, resync) = crate::reconciler::spawn_event_writer_every(
+        let (writer, resync) = crate::workers::reconciler::spawn_event_writer_every(
             db.clone(),
             cluster.clone(),
             cluster.subscribe(),

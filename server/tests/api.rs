@@ -11,75 +11,18 @@ mod session;
 #[path = "support/config.rs"]
 mod test_config;
 use test_config::test_config as config;
-
-#[derive(Clone, Copy, Debug)]
-enum Target {
-    Sqlite,
-    Postgres,
-}
-
-/// Where the Postgres tests create their databases. Overridable, never skipped: if the server
-/// is not there the tests fail and say so.
-fn postgres_admin_url() -> String {
-    std::env::var("GANTRY_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
-}
-
-struct Database {
-    url: String,
-    _dir: Option<tempfile::TempDir>,
-    /// The Postgres database to drop when the test is done.
-    pg_name: Option<String>,
-}
+#[path = "support/db.rs"]
+mod test_db;
+use test_db::{Database, Target};
 
 /// Stops the server and drops the test's Postgres database.
 async fn finish(app: App, db: Database) {
     app.running.stop().await;
-    if let Some(name) = db.pg_name {
-        use sqlx::Connection;
-        let mut conn = sqlx::PgConnection::connect(&postgres_admin_url())
-            .await
-            .expect("postgres for cleanup");
-        sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .execute(&mut conn)
-            .await
-            .expect("drop test database");
-    }
+    db.drop_database().await;
 }
 
 async fn fresh_database(target: Target) -> Database {
-    match target {
-        Target::Sqlite => {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let url = format!(
-                "sqlite://{}?mode=rwc",
-                dir.path().join("gantry.db").display()
-            );
-            Database {
-                url,
-                _dir: Some(dir),
-                pg_name: None,
-            }
-        }
-        Target::Postgres => {
-            use sqlx::Connection;
-            let admin = postgres_admin_url();
-            let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap_or_else(|e| {
-                panic!("Postgres tests need a server at {admin} (set GANTRY_TEST_POSTGRES to another): {e}")
-            });
-            let name = format!("gantry_test_{}", uuid::Uuid::new_v4().simple());
-            sqlx::query(&format!("CREATE DATABASE {name}"))
-                .execute(&mut conn)
-                .await
-                .expect("create test database");
-            let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin);
-            Database {
-                url: format!("{base}/{name}"),
-                _dir: None,
-                pg_name: Some(name),
-            }
-        }
-    }
+    Database::fresh(target).await
 }
 
 struct App {
@@ -1557,7 +1500,7 @@ async fn health_and_readiness(t: Target) {
         res.headers().contains_key("x-request-id"),
         "every response carries its request id"
     );
-    app.running.portal.db.close().await;
+    app.running.portal.db().close().await;
     let res = anon
         .http
         .get(format!("{}/readyz", app.base))
@@ -1666,7 +1609,7 @@ async fn no_launch_is_lost_to_the_resender(t: Target) {
 
     let portal = &app.running.portal;
     let mut stored = std::collections::HashMap::new();
-    for row in portal.db.active_jobs().await.unwrap() {
+    for row in portal.db().active_jobs().await.unwrap() {
         assert!(
             stored.insert(row.id.clone(), row.state).is_none(),
             "{} stored twice",
@@ -1674,12 +1617,12 @@ async fn no_launch_is_lost_to_the_resender(t: Target) {
         );
     }
     let mut held = std::collections::HashMap::new();
-    for (id, _) in portal.cluster.workloads().await.unwrap() {
+    for (id, _) in portal.cluster().workloads().await.unwrap() {
         *held.entry(id).or_insert(0) += 1;
     }
     let mut lost = Vec::new();
     for id in &accepted {
-        let row = portal.db.get_job(id).await.unwrap();
+        let row = portal.db().get_job(id).await.unwrap();
         if !row.state.is_active() || held.get(id) != Some(&1) {
             lost.push(format!("{id}: {} (held {:?})", row.state, held.get(id)));
         }
@@ -3438,7 +3381,7 @@ async fn a_later_sign_in_updates_the_user_and_replaces_their_teams(t: Target) {
     use gantry::db::IdentitySignIn;
     let db = fresh_database(t).await;
     let app = App::start(&db).await;
-    let store = &app.running.portal.db;
+    let store = app.running.portal.db();
     let sign_in = |name: &'static str, teams: &'static [(&'static str, Role)], admin: bool| {
         let teams: Vec<Membership> = teams
             .iter()
@@ -3630,11 +3573,11 @@ async fn usage_counts_gpu_hours_from_admission_to_the_end(t: Target) {
     assert!(pools.iter().all(|p| *p == "hgx-h200"), "{by_pool}");
 
     // Top jobs: the hour of 16 GPUs, clipped to the range; the queued one ran nothing.
-    let now = app.running.portal.cluster.now();
+    let now = app.running.portal.cluster().now();
     let top = app
         .running
         .portal
-        .db
+        .db()
         .top_jobs(now - chrono::Duration::days(1), now, now, None, false, 10)
         .await
         .unwrap();
@@ -3646,7 +3589,7 @@ async fn usage_counts_gpu_hours_from_admission_to_the_end(t: Target) {
     let half = app
         .running
         .portal
-        .db
+        .db()
         .top_jobs(
             admitted + chrono::Duration::minutes(30),
             now,
@@ -3778,12 +3721,12 @@ async fn rollups_give_the_same_report_as_the_raw_intervals(t: Target) {
     c.usage.time_zone = "America/New_York".into();
     let tz = c.usage.tz();
     let app = App::start_with(c).await;
-    let store = &app.running.portal.db;
+    let store = app.running.portal.db();
     // Let the recorder measure and roll up everything that has ended.
-    gantry::metrics::record_once(store, Some(&gantry::metrics::SimMetrics::new(1)), tz)
+    gantry::workers::recorder::record_once(store, Some(&gantry::metrics::SimMetrics::new(1)), tz)
         .await
         .unwrap();
-    let now = app.running.portal.cluster.now();
+    let now = app.running.portal.cluster().now();
     let mut seed: u64 = 42;
     let mut next = |n: i64| {
         seed = seed

@@ -267,7 +267,7 @@ impl World {
 
         // Admitted or running in the API == admitted in the cluster, on the same nodes; queued
         // in the API == pending in the cluster.
-        let listed = self.portal().cluster.workloads().await.unwrap();
+        let listed = self.portal().cluster().workloads().await.unwrap();
         let mut pending: Vec<&str> = listed
             .iter()
             .filter(|(_, p)| matches!(p, WorkloadPhase::Pending))

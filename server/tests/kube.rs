@@ -105,7 +105,7 @@ async fn a_launch_waits_out_an_unreachable_api_server_and_is_sent_once_it_answer
     };
 
     // 1. Down: the launch is stored and says why it waits.
-    let (job, created) = portal.launch(&alice, req, None).await.expect("stored");
+    let (job, created) = portal.launch_job(&alice, req, None).await.expect("stored");
     assert!(created);
     assert_eq!(job.state, JobState::Queued);
     let reason = job.pending_reason.clone().unwrap_or_default();
@@ -126,7 +126,7 @@ async fn a_launch_waits_out_an_unreachable_api_server_and_is_sent_once_it_answer
     assert_eq!(gantry::reconciler::resend_unsent(&portal).await.unwrap(), 1);
     assert!(db.get_job(&job.id).await.unwrap().sent_at.is_some());
     assert!(kube.is_reachable());
-    let shown = portal.job_for(&alice, &job.id).await.unwrap();
+    let shown = portal.get_job(&alice, &job.id).await.unwrap();
     let reason = shown.pending_reason.unwrap_or_default();
     assert!(reason.contains("Sent to the cluster"), "{reason}");
 

@@ -323,7 +323,7 @@ async fn a_job_that_ended_during_an_outage_ends_at_its_condition_time() {
     let (start, end) = g
         .running
         .portal
-        .db
+        .db()
         .last_interval(&id)
         .await
         .unwrap()
@@ -488,7 +488,7 @@ async fn replay(case: &kueue_cases::Case, m: &Mapped) {
     let g = start_gantry(&config).await;
 
     // A template for every whole-node gang of the pool (the seeded ones take a few sizes).
-    let db = &g.running.portal.db;
+    let db = g.running.portal.db();
     let mut t = db
         .list_templates()
         .await

@@ -7,12 +7,13 @@ pub mod admission;
 pub mod k8s;
 pub mod sim;
 
-use app::model::Priority;
+use app::model::domain::Priority;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
-pub use admission::QueueingStrategy;
+pub use crate::domain::quota::{PoolSpec, QueueingStrategy, QuotaSpec};
+pub use crate::domain::workload::{RunSpec, WorkloadSpec};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -26,65 +27,6 @@ pub enum ClusterError {
 }
 
 pub type Result<T, E = ClusterError> = std::result::Result<T, E>;
-
-/// A pool of identical HGX nodes (a Kueue ResourceFlavor).
-#[derive(Clone, Debug)]
-pub struct PoolSpec {
-    pub name: String,
-    pub gpu_model: String,
-    pub nodes: u32,
-    pub strategy: QueueingStrategy,
-}
-
-impl PoolSpec {
-    /// The stored pools, with the pools named in `strict_fifo` queueing in `StrictFIFO` order.
-    pub fn from_rows(rows: Vec<crate::db::PoolRow>, strict_fifo: &[String]) -> Vec<PoolSpec> {
-        rows.into_iter()
-            .map(|p| PoolSpec {
-                strategy: if strict_fifo.contains(&p.name) {
-                    QueueingStrategy::StrictFifo
-                } else {
-                    QueueingStrategy::parse(&p.strategy).unwrap_or_default()
-                },
-                name: p.name,
-                gpu_model: p.gpu_model,
-                nodes: p.nodes,
-            })
-            .collect()
-    }
-}
-
-/// A job as the cluster sees it (a Kueue Workload).
-#[derive(Clone, Debug, PartialEq)]
-pub struct WorkloadSpec {
-    /// Gantry's job id; the cluster objects are named from it, so a retried submission of the
-    /// same job is the same workload.
-    pub job_id: String,
-    pub team: String,
-    pub pool: String,
-    pub gpus: u32,
-    pub priority: Priority,
-    pub submitted_at: DateTime<Utc>,
-    pub max_runtime_s: u64,
-    /// What runs: the Kubernetes back end builds the job object from it; the sim ignores it.
-    pub run: RunSpec,
-}
-
-/// The container side of a workload, from the job and its exact template version.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct RunSpec {
-    /// The job's display name.
-    pub name: String,
-    pub user: String,
-    pub template: String,
-    pub template_version: u32,
-    pub image: String,
-    pub command: Vec<String>,
-    /// Parameter values in the template's order.
-    pub params: Vec<(String, serde_json::Value)>,
-    /// A Kubeflow Trainer `ClusterTrainingRuntime` to run under (a TrainJob); `None`: a JobSet.
-    pub trainer_runtime: Option<String>,
-}
 
 /// A state change the cluster reports, in the order it happened.
 #[derive(Clone, Debug, PartialEq)]
@@ -136,18 +78,6 @@ pub struct PendingWorkload {
     pub reason: String,
     /// When it would be admitted if nothing new arrived; `None` when that cannot be bounded.
     pub eta: Option<DateTime<Utc>>,
-}
-
-/// A team's ClusterQueue quota in a pool, in GPUs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QuotaSpec {
-    pub nominal: u32,
-    /// `None`: may borrow any unused quota of the cohort.
-    pub borrowing_limit: Option<u32>,
-    /// `None`: lends all of its unused nominal quota.
-    pub lending_limit: Option<u32>,
-    /// The ClusterQueue's queueing strategy; `None`: the pool's default.
-    pub strategy: Option<QueueingStrategy>,
 }
 
 /// A team's use of a pool.

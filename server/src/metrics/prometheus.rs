@@ -143,7 +143,7 @@ impl PrometheusMetrics {
         let ns = promql_string(&format!("{}{}", self.namespace_prefix, job.team));
         let pods = promql_string(&format!(
             "{}-.+",
-            crate::cluster::k8s::objects::object_name(&job.job_id)
+            crate::domain::workload::object_name(&job.job_id)
         ));
         format!(
             "{} or {}",
@@ -156,10 +156,7 @@ impl PrometheusMetrics {
 
     /// The job's GPU a series belongs to, and the node it is on.
     fn gpu_of(&self, job: &JobGpus, labels: &BTreeMap<String, String>) -> Option<(GpuKey, String)> {
-        let prefix = format!(
-            "{}-",
-            crate::cluster::k8s::objects::object_name(&job.job_id)
-        );
+        let prefix = format!("{}-", crate::domain::workload::object_name(&job.job_id));
         let pod = ["pod", "exported_pod"]
             .iter()
             .filter_map(|k| labels.get(*k))

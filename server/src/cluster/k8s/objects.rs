@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use crate::cluster::{PoolSpec, QuotaSpec, WorkloadSpec};
 use crate::config::KubeSettings;
-use app::model::{Priority, GPUS_PER_NODE};
+use app::model::domain::{Priority, GPUS_PER_NODE};
 
 pub const KUEUE: &str = "kueue.x-k8s.io/v1beta2";
 pub const JOBSET: &str = "jobset.x-k8s.io/v1alpha2";
@@ -41,16 +41,7 @@ pub fn priority_class_name(p: Priority) -> String {
     format!("gantry-{}", p.as_str())
 }
 
-/// The JobSet or TrainJob of a job: deterministic from the job id, so a retried submission
-/// applies the same object. Job ids are UUIDs: `gantry-` + its 32 hex digits.
-pub fn object_name(job_id: &str) -> String {
-    let id: String = job_id
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .map(|c| c.to_ascii_lowercase())
-        .collect();
-    format!("gantry-{id}")
-}
+pub use crate::domain::workload::object_name;
 
 /// The node label value that selects a pool's HGX nodes.
 pub fn node_label_value(s: &KubeSettings, pool: &PoolSpec) -> String {

@@ -10,7 +10,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use app::model::Priority;
+use app::model::domain::Priority;
 
 /// Where a workload stands, as its conditions say.
 #[derive(Clone, Debug, PartialEq)]

@@ -2,6 +2,7 @@
 //! schemas, Workload conditions read into state changes, and the request sequences against
 //! kube's `tower_test` mock service (the pattern of kube's own `mock_tests.rs`).
 
+use super::watch::transitions;
 use super::*;
 use crate::config::Config;
 use app::model::Priority;
@@ -82,7 +83,7 @@ fn workload(template: &app::model::Template, gpus: u32, team: &str) -> WorkloadS
         priority: Priority::High,
         submitted_at: Utc::now(),
         max_runtime_s: 8 * 3600,
-        run: crate::service::run_spec(template, "llama-run", "alice", &params),
+        run: crate::domain::workload::run_spec(template, "llama-run", "alice", &params),
     }
 }
 
@@ -806,11 +807,13 @@ async fn the_watch_turns_workload_events_into_cluster_events() {
 fn render_arguments_are_checked() {
     let w = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
     assert_eq!(
-        render::RenderArgs::parse(&w("")).unwrap(),
-        render::RenderArgs::default()
+        crate::render::RenderArgs::parse(&w("")).unwrap(),
+        crate::render::RenderArgs::default()
     );
-    let a = render::RenderArgs::parse(&w("--template llama-3.1-8b-fsdp --gpus 32 --team vision"))
-        .unwrap();
+    let a = crate::render::RenderArgs::parse(&w(
+        "--template llama-3.1-8b-fsdp --gpus 32 --team vision",
+    ))
+    .unwrap();
     assert_eq!(
         (a.template.as_deref(), a.gpus, a.team.as_deref()),
         (Some("llama-3.1-8b-fsdp"), Some(32), Some("vision"))
@@ -824,7 +827,7 @@ fn render_arguments_are_checked() {
         ("--frobnicate", "unknown argument"),
         ("--template", "needs a value"),
     ] {
-        let e = render::RenderArgs::parse(&w(bad)).unwrap_err();
+        let e = crate::render::RenderArgs::parse(&w(bad)).unwrap_err();
         assert!(e.contains(says), "{bad}: {e}");
     }
 }
@@ -846,7 +849,7 @@ async fn render_reads_the_stored_pools_quotas_and_templates() {
             .collect()
     };
     let all = parse(
-        &render::render(&config, &db, &render::RenderArgs::default())
+        &crate::render::render(&config, &db, &crate::render::RenderArgs::default())
             .await
             .unwrap(),
     );
@@ -861,13 +864,13 @@ async fn render_reads_the_stored_pools_quotas_and_templates() {
     for o in all.iter().filter(|o| o["kind"] == "ClusterQueue") {
         assert_eq!(errors(&cq, o), Vec::<String>::new());
     }
-    let args = render::RenderArgs {
+    let args = crate::render::RenderArgs {
         template: Some("qwen2.5-72b-zero3".into()),
         gpus: Some(32),
         team: Some("vision".into()),
         priority: Some(Priority::Low),
     };
-    let job = parse(&render::render(&config, &db, &args).await.unwrap());
+    let job = parse(&crate::render::render(&config, &db, &args).await.unwrap());
     assert_eq!(job.len(), 1);
     assert_eq!(job[0]["kind"], "JobSet");
     assert_eq!(job[0]["metadata"]["namespace"], "team-vision");
@@ -883,22 +886,22 @@ async fn render_reads_the_stored_pools_quotas_and_templates() {
     assert_eq!(cmd[2], "--num_nodes=4");
     let js = validator("jobset.x-k8s.io_jobsets.yaml", "v1alpha2");
     assert_eq!(errors(&js, &job[0]), Vec::<String>::new());
-    let bad = render::RenderArgs {
+    let bad = crate::render::RenderArgs {
         template: Some("qwen2.5-72b-zero3".into()),
         gpus: Some(8),
         ..Default::default()
     };
-    let e = render::render(&config, &db, &bad)
+    let e = crate::render::render(&config, &db, &bad)
         .await
         .unwrap_err()
         .to_string();
     assert!(e.contains("--gpus") && e.contains("[16, 32, 64]"), "{e}");
-    let unknown = render::RenderArgs {
+    let unknown = crate::render::RenderArgs {
         template: Some("gpt-5".into()),
         gpus: Some(8),
         ..Default::default()
     };
-    let e = render::render(&config, &db, &unknown)
+    let e = crate::render::render(&config, &db, &unknown)
         .await
         .unwrap_err()
         .to_string();

@@ -14,7 +14,7 @@
 use chrono::{DateTime, Duration, Utc};
 
 use super::WorkloadSpec;
-use app::model::GPUS_PER_NODE;
+use app::model::domain::GPUS_PER_NODE;
 
 /// Seconds of running time after which the sim fails the job; absent or 0: never.
 pub const FAIL_AFTER_PARAM: &str = "sim_fail_after_s";

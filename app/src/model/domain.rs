@@ -1,0 +1,306 @@
+//! What the server's lower layers (database, cluster, metrics) may know of the app's types:
+//! job states, priorities, roles and memberships, template parameters and their check, and the
+//! node size. Plain values, no views.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// GPUs on one HGX node. A gang larger than this takes whole nodes.
+pub const GPUS_PER_NODE: u32 = 8;
+
+/// Where a job stands. `preempted` is not a resting state: a preempted job goes back to
+/// `queued` and the preemption is recorded as an event (see DESIGN.md, "Job states").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Queued,
+    Admitted,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl JobState {
+    pub const ALL: [JobState; 6] = [
+        JobState::Queued,
+        JobState::Admitted,
+        JobState::Running,
+        JobState::Succeeded,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Admitted => "admitted",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<JobState> {
+        JobState::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// Queued, admitted or running: the job still holds or waits for GPUs.
+    pub fn is_active(self) -> bool {
+        matches!(
+            self,
+            JobState::Queued | JobState::Admitted | JobState::Running
+        )
+    }
+
+    /// The job holds GPUs.
+    pub fn holds_gpus(self) -> bool {
+        matches!(self, JobState::Admitted | JobState::Running)
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Launch priority, modelled on Kueue WorkloadPriorityClasses of the same names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Priority {
+    Low,
+    #[default]
+    Normal,
+    High,
+}
+
+impl Priority {
+    pub const ALL: [Priority; 3] = [Priority::Low, Priority::Normal, Priority::High];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Priority> {
+        Priority::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+
+    /// The `value` of the matching WorkloadPriorityClass; higher is admitted first.
+    pub fn value(self) -> i32 {
+        match self {
+            Priority::Low => 100,
+            Priority::Normal => 1000,
+            Priority::High => 10000,
+        }
+    }
+}
+
+/// Nodes a gang of `gpus` GPUs occupies: one node up to 8 GPUs, else whole nodes.
+pub fn nodes_for(gpus: u32) -> u32 {
+    if gpus <= GPUS_PER_NODE {
+        1
+    } else {
+        gpus.div_ceil(GPUS_PER_NODE)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamKind {
+    Int,
+    Float,
+    String,
+    Bool,
+    /// A dataset or checkpoint location (s3://, gs://, /mnt/…).
+    Path,
+}
+
+/// A typed template parameter with its default and bounds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ParamSpec {
+    pub name: String,
+    pub label: String,
+    pub kind: ParamKind,
+    pub default: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    #[serde(default)]
+    pub help: String,
+    /// Rarely changed: shown under "Advanced".
+    #[serde(default)]
+    pub advanced: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Member,
+    Lead,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Membership {
+    pub team: String,
+    pub role: Role,
+}
+
+impl ParamSpec {
+    /// What the bounds allow, for messages: "between 1 and 64", "at least 1".
+    pub fn bounds_text(&self) -> Option<String> {
+        // 1e-7 reads better than 0.0000001
+        let n = |x: f64| {
+            if x != 0.0 && x.abs() < 1e-3 {
+                format!("{x:e}")
+            } else {
+                format!("{x}")
+            }
+        };
+        match (self.min, self.max) {
+            (Some(lo), Some(hi)) => Some(format!("between {} and {}", n(lo), n(hi))),
+            (Some(lo), None) => Some(format!("at least {}", n(lo))),
+            (None, Some(hi)) => Some(format!("at most {}", n(hi))),
+            (None, None) => None,
+        }
+    }
+
+    fn check_bounds(&self, x: f64) -> Result<(), String> {
+        let low = self.min.is_some_and(|lo| x < lo);
+        let high = self.max.is_some_and(|hi| x > hi);
+        if low || high {
+            Err(format!(
+                "must be {}",
+                self.bounds_text().unwrap_or_default()
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Checks a JSON value against the parameter's type and bounds. The server runs this on
+    /// every launch and the Launch form runs it as the user types, so both say the same.
+    pub fn check(&self, v: &Value) -> Result<Value, String> {
+        match self.kind {
+            ParamKind::Int => {
+                let n = v
+                    .as_i64()
+                    .ok_or_else(|| "must be a whole number".to_string())?;
+                self.check_bounds(n as f64)?;
+                Ok(Value::from(n))
+            }
+            ParamKind::Float => {
+                let x = v.as_f64().ok_or_else(|| "must be a number".to_string())?;
+                if !x.is_finite() {
+                    return Err("must be a finite number".to_string());
+                }
+                self.check_bounds(x)?;
+                Ok(Value::from(x))
+            }
+            ParamKind::Bool => v
+                .as_bool()
+                .map(Value::from)
+                .ok_or_else(|| "must be true or false".to_string()),
+            ParamKind::String | ParamKind::Path => {
+                let s = v.as_str().ok_or_else(|| "must be text".to_string())?;
+                let s = s.trim();
+                if s.is_empty() {
+                    return Err("must not be empty".to_string());
+                }
+                if s.len() > 1024 {
+                    return Err("must be at most 1024 characters".to_string());
+                }
+                if self.kind == ParamKind::Path
+                    && !["s3://", "gs://", "hf://", "/"]
+                        .iter()
+                        .any(|p| s.starts_with(p))
+                {
+                    return Err("must be a path starting with s3://, gs://, hf:// or /".to_string());
+                }
+                Ok(Value::from(s))
+            }
+        }
+    }
+
+    /// Reads what a person typed in the form into a checked value.
+    pub fn parse_input(&self, raw: &str) -> Result<Value, String> {
+        let raw = raw.trim();
+        let v = match self.kind {
+            ParamKind::Int => Value::from(
+                raw.parse::<i64>()
+                    .map_err(|_| "must be a whole number".to_string())?,
+            ),
+            ParamKind::Float => Value::from(
+                raw.parse::<f64>()
+                    .map_err(|_| "must be a number, e.g. 2e-5".to_string())?,
+            ),
+            ParamKind::Bool => Value::from(raw == "true"),
+            ParamKind::String | ParamKind::Path => Value::from(raw),
+        };
+        self.check(&v)
+    }
+
+    /// The default as the form shows it.
+    pub fn default_text(&self) -> String {
+        match &self.default {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int_param() -> ParamSpec {
+        ParamSpec {
+            name: "epochs".into(),
+            label: "Epochs".into(),
+            kind: ParamKind::Int,
+            default: Value::from(3),
+            min: Some(1.0),
+            max: Some(100.0),
+            help: String::new(),
+            advanced: false,
+        }
+    }
+
+    #[test]
+    fn params_are_checked_for_type_and_bounds() {
+        let p = int_param();
+        assert_eq!(p.check(&Value::from(3)), Ok(Value::from(3)));
+        assert_eq!(
+            p.check(&Value::from(0)).unwrap_err(),
+            "must be between 1 and 100"
+        );
+        assert_eq!(
+            p.check(&Value::from("3")).unwrap_err(),
+            "must be a whole number"
+        );
+        assert_eq!(p.parse_input(" 7 "), Ok(Value::from(7)));
+        assert!(p.parse_input("seven").is_err());
+        let path = ParamSpec {
+            kind: ParamKind::Path,
+            min: None,
+            max: None,
+            ..int_param()
+        };
+        assert!(path.check(&Value::from("s3://data/train")).is_ok());
+        assert!(path.check(&Value::from("data/train")).is_err());
+    }
+
+    #[test]
+    fn whole_nodes_beyond_eight_gpus() {
+        assert_eq!(nodes_for(4), 1);
+        assert_eq!(nodes_for(8), 1);
+        assert_eq!(nodes_for(16), 2);
+        assert_eq!(nodes_for(64), 8);
+    }
+}

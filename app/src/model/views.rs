@@ -1,0 +1,473 @@
+//! What pages, server functions and the JSON API show: jobs, templates, pools, quotas,
+//! usage, the viewer. Built only by the server's services.
+
+use super::domain::*;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// One state change of a job, with its time and reason.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobEvent {
+    pub at: DateTime<Utc>,
+    /// The state entered, or `preempted` for a preemption (the job is then queued again).
+    pub kind: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub id: String,
+    pub name: String,
+    pub template: String,
+    pub template_version: u32,
+    pub team: String,
+    pub user: String,
+    pub pool: String,
+    pub gpus: u32,
+    pub nodes: u32,
+    pub priority: Priority,
+    pub state: JobState,
+    /// 1-based rank among the queued jobs of the pool; null unless queued.
+    pub queue_position: Option<u32>,
+    /// 1-based rank among the queued jobs of the same team in the pool; null unless queued.
+    pub queue_position_in_team: Option<u32>,
+    /// One sentence naming what the job waits for; null unless queued.
+    pub pending_reason: Option<String>,
+    /// When the job should be admitted if nothing new arrives; null when it cannot be bounded.
+    pub eta: Option<DateTime<Utc>>,
+    /// The queued jobs ahead of this one in its pool (names and owners only for own team).
+    pub ahead: Vec<AheadJob>,
+    /// Every time the job was preempted, with why.
+    pub preemptions: Vec<Preemption>,
+    pub created_at: DateTime<Utc>,
+    pub admitted_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub params: Map<String, Value>,
+    pub max_runtime_s: u64,
+    /// Nodes the job was placed on while it holds GPUs.
+    pub node_names: Vec<String>,
+    pub events: Vec<JobEvent>,
+    /// Whether the viewer may cancel it (owner, team lead or admin, and the job is active).
+    pub can_cancel: bool,
+}
+
+/// A queued job ahead of another, as its viewer may see it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AheadJob {
+    pub position: u32,
+    pub team: String,
+    pub gpus: u32,
+    pub priority: Priority,
+    pub submitted_at: DateTime<Utc>,
+    /// Only for the viewer's own team.
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub user: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Preemption {
+    pub at: DateTime<Utc>,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobList {
+    pub jobs: Vec<Job>,
+    /// The cluster clock when the list was read (the sim clock may run faster than real time).
+    pub now: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobPage {
+    pub job: Job,
+    pub now: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Template {
+    pub name: String,
+    pub version: u32,
+    pub display_name: String,
+    pub family: String,
+    pub model_size: String,
+    pub method: String,
+    pub description: String,
+    pub image: String,
+    pub command: Vec<String>,
+    pub params: Vec<ParamSpec>,
+    pub allowed_gpus: Vec<u32>,
+    pub default_gpus: u32,
+    pub default_pool: String,
+    pub default_max_runtime_s: u64,
+    /// The Kubeflow Trainer `ClusterTrainingRuntime` it runs under; `None`: a JobSet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trainer_runtime: Option<String>,
+    /// When the viewer's team last launched it.
+    pub last_used_by_team: Option<DateTime<Utc>>,
+}
+
+/// A team's quota in a pool as admins see and edit it, with the live figures beside it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuotaCell {
+    pub team: String,
+    pub pool: String,
+    pub nominal_gpus: u32,
+    /// `None`: may borrow any unused quota of the pool (Kueue's default).
+    pub borrowing_limit_gpus: Option<u32>,
+    /// How much of the nominal quota other teams may borrow; `None`: all of it (Kueue's
+    /// default).
+    #[serde(default)]
+    pub lending_limit_gpus: Option<u32>,
+    /// The team's queue order in the pool: `BestEffortFIFO` or `StrictFIFO` (Kueue's
+    /// ClusterQueue `queueingStrategy`).
+    #[serde(default)]
+    pub queueing_strategy: String,
+    /// Bumped by every change; the API's `ETag` is `"v<version>"`.
+    pub version: i64,
+    pub used_gpus: u32,
+    pub borrowed_gpus: u32,
+    /// GPUs of this team's idle nominal quota that other teams are using now. Kueue pools what
+    /// a cohort lends, so the pool's borrowed GPUs are attributed to the idle quotas pro rata.
+    pub lent_gpus: u32,
+    /// GPUs the team's queued jobs ask for.
+    pub queued_gpus: u32,
+    pub pool_gpus: u32,
+    /// The sum of every team's nominal quota in the pool (may exceed `pool_gpus`: a warning).
+    pub pool_nominal_sum: u32,
+}
+
+/// A quota as an admin drafts it (the Quotas page's Save and Preview).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuotaDraft {
+    pub nominal_gpus: u32,
+    pub borrowing_limit_gpus: Option<u32>,
+    pub lending_limit_gpus: Option<u32>,
+    /// `BestEffortFIFO` or `StrictFIFO`.
+    pub queueing_strategy: String,
+}
+
+/// One entry of the append-only audit log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    pub at: DateTime<Utc>,
+    pub actor: String,
+    pub action: String,
+    pub target: String,
+    pub before: Option<Value>,
+    pub after: Option<Value>,
+    pub address: Option<String>,
+}
+
+/// What one team got in a what-if replay.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TeamOutcome {
+    pub team: String,
+    pub jobs: u32,
+    /// Jobs that never started within the replay.
+    pub never_started: u32,
+    pub median_wait_s: i64,
+    pub p90_wait_s: i64,
+    pub gpu_hours: f64,
+    pub preemptions: u32,
+}
+
+/// What the last days would have looked like under the current quotas and under a draft.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuotaPreview {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub launches: u32,
+    pub current: Vec<TeamOutcome>,
+    pub draft: Vec<TeamOutcome>,
+    pub elapsed_ms: u64,
+    /// The 90th-percentile waits side by side, as SVG drawn on the server (text escaped).
+    #[serde(default)]
+    pub chart_svg: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pool {
+    pub name: String,
+    pub gpu_model: String,
+    pub nodes: u32,
+    pub gpus_per_node: u32,
+    pub gpus_total: u32,
+    pub gpus_allocated: u32,
+    pub gpus_free: u32,
+    /// Nodes with all 8 GPUs free: what a multi-node gang needs.
+    pub free_nodes: u32,
+    pub queued_jobs: u32,
+    /// Each team's quota and use here.
+    pub teams: Vec<QuotaUse>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuotaUse {
+    pub team: String,
+    pub pool: String,
+    pub nominal_gpus: u32,
+    /// How far beyond nominal the team may borrow; null is no limit.
+    pub borrowing_limit_gpus: Option<u32>,
+    pub used_gpus: u32,
+    /// GPUs held beyond the nominal quota, lent by other teams.
+    pub borrowed_gpus: u32,
+}
+
+/// The signed-in user, as pages and services see them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Viewer {
+    pub user: String,
+    pub display_name: String,
+    pub teams: Vec<Membership>,
+    pub is_admin: bool,
+}
+
+impl Viewer {
+    pub fn is_member_of(&self, team: &str) -> bool {
+        self.teams.iter().any(|m| m.team == team)
+    }
+
+    pub fn is_lead_of(&self, team: &str) -> bool {
+        self.teams
+            .iter()
+            .any(|m| m.team == team && m.role == Role::Lead)
+    }
+
+    pub fn primary_team(&self) -> Option<&str> {
+        self.teams.first().map(|m| m.team.as_str())
+    }
+
+    /// A job runs on a team's quota: only a member of some team may launch one (an admin
+    /// in no team may not).
+    pub fn can_launch(&self) -> bool {
+        !self.teams.is_empty()
+    }
+
+    /// Usage reports are for team leads (their teams) and admins (all).
+    pub fn sees_usage(&self) -> bool {
+        self.is_admin || self.teams.iter().any(|m| m.role == Role::Lead)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HomeView {
+    pub viewer: Viewer,
+    pub active_jobs: Vec<Job>,
+    pub quotas: Vec<QuotaUse>,
+    pub pools: Vec<Pool>,
+    pub now: DateTime<Utc>,
+}
+
+/// A launch as the JSON API and the Launch form send it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchRequest {
+    pub template: String,
+    pub gpus: u32,
+    #[serde(default)]
+    pub pool: Option<String>,
+    #[serde(default)]
+    pub params: Map<String, Value>,
+    #[serde(default)]
+    pub max_runtime_s: Option<u64>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub priority: Option<Priority>,
+    /// The team to launch for; defaults to the user's first team.
+    #[serde(default)]
+    pub team: Option<String>,
+}
+
+/// What the Launch form shows before the click: would this fit now, and if not, why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LaunchCheck {
+    pub fits_now: bool,
+    /// Queued jobs in the pool that would be ahead of this one.
+    pub jobs_ahead: u32,
+    pub reason: Option<String>,
+    pub eta: Option<DateTime<Utc>>,
+    /// The cluster clock when checked.
+    pub now: DateTime<Utc>,
+    /// The team cannot hold this job under the current quotas: it would be accepted and wait
+    /// until a quota changes (as in Kueue). The Launch form asks for a second click.
+    #[serde(default)]
+    pub cannot_start: bool,
+}
+
+/// What the live stream (`/api/v1/events`, server-sent events) carries.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LiveEvent {
+    /// Something changed in a pool's queue or in a job of it.
+    Job {
+        job_id: String,
+        pool: String,
+        state: JobState,
+        now: DateTime<Utc>,
+    },
+    /// The cluster clock, every few seconds, so elapsed times move.
+    Tick { now: DateTime<Utc> },
+}
+
+/// What the sign-in page offers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SignInOptions {
+    /// The demo users of the embedded default (local sign-in); empty when it is off.
+    pub demo_users: Vec<Viewer>,
+    /// The OpenID provider's name when single sign-on is configured.
+    pub sso_provider: Option<String>,
+    /// Why the last session ended on its own ("expired"), if it did.
+    pub ended: Option<String>,
+}
+
+/// A personal API token as listed (the token itself is shown once, at creation).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ApiTokenInfo {
+    pub id: String,
+    pub name: String,
+    /// The token's first characters, to recognise it.
+    pub prefix: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A token just created: the only time its secret is shown.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewApiToken {
+    pub token: String,
+    pub info: ApiTokenInfo,
+}
+
+/// The secret stays out of `Debug` (and so out of logs).
+impl std::fmt::Debug for NewApiToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewApiToken")
+            .field("token", &format_args!("{}…", self.info.prefix))
+            .field("info", &self.info)
+            .finish()
+    }
+}
+
+/// One row of a usage report, as pages show it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UsageRowView {
+    /// The bucket's first day in the accounting time zone, `YYYY-MM-DD`.
+    pub bucket_start: String,
+    pub key: String,
+    pub gpu_hours_allocated: f64,
+    pub gpu_hours_used: f64,
+    pub gpu_hours_idle: f64,
+    pub gpu_hours_unmeasured: f64,
+    pub efficiency: Option<f64>,
+}
+
+/// The Usage page: a report, its chart, and where to download the same rows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UsageView {
+    pub from: String,
+    /// Exclusive: the report counts `[from, to)`.
+    pub to: String,
+    /// The last day counted (the day before `to`).
+    pub last_day: String,
+    pub time_zone: String,
+    pub group_by: String,
+    pub bucket: String,
+    pub rows: Vec<UsageRowView>,
+    /// Over the whole range and every group.
+    pub total: UsageRowView,
+    pub chart_svg: String,
+    pub csv_url: String,
+    /// The jobs with the most GPU-hours, and with the most idle GPU-hours.
+    pub top_allocated: Vec<TopJob>,
+    pub top_idle: Vec<TopJob>,
+    /// Each quota (of the teams in the report) against its use.
+    pub quota_use: Vec<QuotaAgainstUse>,
+}
+
+/// One GPU of a job over a window: utilization samples, 0–100 %.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuSeries {
+    pub node: String,
+    /// 0–7 on its node.
+    pub gpu: u32,
+    pub util_pct: Vec<f64>,
+}
+
+/// The job's GPUs together at one time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MeanSample {
+    pub at: DateTime<Utc>,
+    pub util_pct: f64,
+    pub fb_used_gib: f64,
+    pub power_w: f64,
+}
+
+/// A job's GPU utilization over its current (or last) run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobUtilization {
+    pub job_id: String,
+    /// False when the job has not run yet, or the metrics back end has nothing for it.
+    pub available: bool,
+    pub message: Option<String>,
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+    pub step_s: i64,
+    pub gpus: Vec<GpuSeries>,
+    pub mean: Vec<MeanSample>,
+    /// Every GPU under 5 % for the last 30 minutes (a stalled job holding its GPUs).
+    pub idle: bool,
+}
+
+/// A job in a usage report's top list.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TopJob {
+    pub id: String,
+    pub name: String,
+    pub user: String,
+    pub team: String,
+    pub gpu_hours_allocated: f64,
+    pub gpu_hours_idle: f64,
+}
+
+/// A team's quota in a pool against its use over a report's range.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuotaAgainstUse {
+    pub team: String,
+    pub pool: String,
+    /// Nominal quota × the range's hours.
+    pub quota_gpu_hours: f64,
+    pub gpu_hours_allocated: f64,
+}
+
+/// One GPU in a pool's grid.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GridCell {
+    /// The job holding it: its name for the viewer's own team, "another team" otherwise;
+    /// `None` when free.
+    pub job: Option<String>,
+    /// Set only for jobs the viewer may open.
+    pub job_id: Option<String>,
+    /// Utilization, 0–100 %, when known.
+    pub util_pct: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GridNode {
+    pub name: String,
+    pub cells: Vec<GridCell>,
+}
+
+/// Every node of a pool as a row of its GPUs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PoolGrid {
+    pub pool: String,
+    pub gpu_model: String,
+    pub nodes: Vec<GridNode>,
+    /// Why cells show allocation only, when the metrics back end did not answer.
+    pub metrics_note: Option<String>,
+}

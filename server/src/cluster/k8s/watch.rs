@@ -1,0 +1,342 @@
+//! The watches: Kueue Workloads and Gantry's JobSets/TrainJobs, mirrored in a Kueue state
+//! model, each change turned into a cluster event with the time Kubernetes recorded.
+
+use super::*;
+
+/// The state changes between two sightings of a workload.
+pub fn transitions(prev: Option<&Observed>, next: &Observed) -> Vec<Change> {
+    let held = |p: Option<&Observed>| {
+        matches!(
+            p.map(|o| &o.phase),
+            Some(Phase::Admitted { .. } | Phase::Running { .. })
+        )
+    };
+    match &next.phase {
+        Phase::Pending { .. } if held(prev) => vec![Change::Preempted {
+            reason: next
+                .preempted
+                .clone()
+                .unwrap_or_else(|| "Evicted by Kueue; queued again".into()),
+        }],
+        Phase::Pending { .. } => Vec::new(),
+        Phase::Admitted { nodes, .. } if !held(prev) => vec![Change::Admitted {
+            nodes: nodes.clone(),
+        }],
+        Phase::Admitted { .. } => Vec::new(),
+        Phase::Running { nodes, .. } => match prev.map(|p| &p.phase) {
+            Some(Phase::Running { .. }) => Vec::new(),
+            Some(Phase::Admitted { .. }) => vec![Change::Running],
+            _ => vec![
+                Change::Admitted {
+                    nodes: nodes.clone(),
+                },
+                Change::Running,
+            ],
+        },
+        Phase::Finished { succeeded, message } => match prev.map(|p| &p.phase) {
+            Some(Phase::Finished { .. }) => Vec::new(),
+            _ => {
+                let reason = if message.is_empty() {
+                    if *succeeded {
+                        "Finished".to_string()
+                    } else {
+                        "Failed".to_string()
+                    }
+                } else {
+                    message.clone()
+                };
+                let mut out = Vec::new();
+                if !held(prev) {
+                    out.push(Change::Admitted { nodes: Vec::new() });
+                }
+                out.push(if *succeeded {
+                    Change::Succeeded { reason }
+                } else {
+                    Change::Failed { reason }
+                });
+                out
+            }
+        },
+    }
+}
+
+/// When a change happened, from the Workload's conditions.
+pub(super) fn change_time(change: &Change, o: &Observed) -> Option<DateTime<Utc>> {
+    match change {
+        // Admitted and finished while Gantry was away: no `Admitted` left to read, so the
+        // run counts from the end (nothing is made up).
+        Change::Admitted { .. } => o.times.admitted.or(o.times.finished),
+        Change::Running => o.times.running,
+        Change::Succeeded { .. } | Change::Failed { .. } => o.times.finished,
+        Change::Preempted { .. } => o.times.evicted.or(o.times.last_change),
+        Change::Cancelled { .. } => o.times.last_change,
+    }
+}
+
+impl KubeCluster {
+    pub(super) fn mirror(&self) -> std::sync::MutexGuard<'_, Mirror> {
+        self.mirror.lock().expect("mirror lock")
+    }
+
+    /// The watched state as the sim's rules see it: quotas, holders on nodes, the queue.
+    pub(super) fn mirror_state(&self) -> SimState {
+        let m = self.mirror();
+        // What the watch saw of a workload, as the sim's rules take it (the runtime from the
+        // Workload, else from the submission).
+        let spec_of = |o: &Observed| WorkloadSpec {
+            job_id: o.job_id.clone(),
+            team: o.team.clone(),
+            pool: o.pool.clone(),
+            gpus: o.gpus,
+            priority: o.priority,
+            submitted_at: o.created_at,
+            max_runtime_s: o
+                .max_runtime_s
+                .or_else(|| m.submitted.get(&o.job_id).map(|s| s.0))
+                .unwrap_or(0),
+            run: RunSpec::default(),
+        };
+        let mut st = SimState::new(&self.pools, GPUS_PER_NODE);
+        for ((team, pool), q) in &m.quotas {
+            let _ = st.set_quota(team, pool, *q);
+        }
+        let mut pending: Vec<&Observed> = Vec::new();
+        for o in m.observed.values() {
+            match &o.phase {
+                Phase::Admitted { at, nodes } | Phase::Running { at, nodes } => {
+                    let _ = st.put_admitted(RestoredWorkload {
+                        spec: spec_of(o),
+                        admitted_at: *at,
+                        nodes: nodes.clone(),
+                        running: matches!(o.phase, Phase::Running { .. }),
+                    });
+                }
+                Phase::Pending { .. } => pending.push(o),
+                Phase::Finished { .. } => {}
+            }
+        }
+        pending.sort_by_key(|o| (std::cmp::Reverse(o.priority.value()), o.created_at));
+        for o in pending {
+            let _ = st.enqueue(spec_of(o));
+        }
+        st
+    }
+
+    pub(super) fn emit(&self, pool: &str, job_id: &str, at: DateTime<Utc>, changes: Vec<Change>) {
+        let mut subs = self.subscribers.lock().expect("subscribers lock");
+        for change in changes {
+            let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
+            let ev = ClusterEvent {
+                seq,
+                job_id: job_id.to_string(),
+                pool: pool.to_string(),
+                at,
+                change,
+            };
+            subs.retain(|s| s.send(ev.clone()).is_ok());
+        }
+    }
+
+    /// Takes in one Workload as the watch saw it and reports what changed, each change at
+    /// the time its condition records. The mirror stays locked until the changes are sent,
+    /// so a reader of [`Cluster::workloads`] never sees a state whose events are still to come.
+    pub fn observe(&self, workload: &Value) {
+        let Some(next) = status::observe(workload, &self.settings.namespace_prefix) else {
+            return;
+        };
+        let mut m = self.mirror();
+        let prev = m.observed.insert(next.job_id.clone(), next.clone());
+        let mut timed = Vec::new();
+        for change in transitions(prev.as_ref(), &next) {
+            match change_time(&change, &next) {
+                Some(at) => timed.push((at, change)),
+                None => {
+                    tracing::error!(job.id = %next.job_id, change = ?change, "the Workload does not say when this happened; the change is not recorded")
+                }
+            }
+        }
+        self.emit_timed(&next.pool, &next.job_id, timed);
+        drop(m);
+    }
+
+    /// A Workload deleted in the cluster: a job that had not finished ends as cancelled, at
+    /// its `deletionTimestamp` (else its last recorded change).
+    pub fn forget(&self, workload: &Value) {
+        let Some(gone) = status::observe(workload, &self.settings.namespace_prefix) else {
+            return;
+        };
+        let mut m = self.mirror();
+        let prev = m.observed.remove(&gone.job_id);
+        if prev.is_some_and(|p| !matches!(p.phase, Phase::Finished { .. })) {
+            let Some(at) = status::deleted_at(workload) else {
+                tracing::error!(job.id = %gone.job_id, "a deleted Workload without a deletion or condition time; the cancel is not recorded");
+                return;
+            };
+            self.emit(
+                &gone.pool,
+                &gone.job_id,
+                at,
+                vec![Change::Cancelled {
+                    reason: "Its workload was deleted in the cluster".into(),
+                }],
+            );
+        }
+        drop(m);
+    }
+
+    pub(super) fn emit_timed(
+        &self,
+        pool: &str,
+        job_id: &str,
+        changes: Vec<(DateTime<Utc>, Change)>,
+    ) {
+        for (at, change) in changes {
+            self.emit(pool, job_id, at, vec![change]);
+        }
+    }
+
+    /// Watches every Kueue Workload (with backoff on errors) until the task is dropped.
+    pub fn spawn_watch(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let me = Arc::clone(self);
+        tokio::spawn(async move {
+            let api: Api<DynamicObject> = Api::all_with(me.client.clone(), &workload_resource());
+            let mut events = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while let Some(ev) = events.next().await {
+                match ev {
+                    Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => {
+                        me.reachable.store(true, Ordering::Relaxed);
+                        if let Ok(v) = serde_json::to_value(&o) {
+                            me.observe(&v);
+                        }
+                    }
+                    Ok(watcher::Event::Delete(o)) => {
+                        if let Ok(v) = serde_json::to_value(&o) {
+                            me.forget(&v);
+                        }
+                    }
+                    Ok(watcher::Event::InitDone) => me.listed.store(true, Ordering::SeqCst),
+                    Ok(watcher::Event::Init) => {}
+                    Err(e) => {
+                        me.reachable.store(false, Ordering::Relaxed);
+                        tracing::warn!(error = %e, "watching Kueue workloads failed; retrying with backoff");
+                    }
+                }
+            }
+        })
+    }
+
+    /// Watches Gantry's own JobSets (and TrainJobs when `kube.trainer` is on): a job object
+    /// deleted in the cluster ends its job as cancelled, and its own verdict ends it when its
+    /// Workload is already gone.
+    pub fn spawn_job_watches(self: &Arc<Self>) -> Vec<tokio::task::JoinHandle<()>> {
+        let mut kinds = vec![resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")];
+        if self.settings.trainer {
+            kinds.push(resource(
+                "trainer.kubeflow.org",
+                "v1alpha1",
+                "TrainJob",
+                "trainjobs",
+            ));
+        }
+        kinds
+            .into_iter()
+            .map(|ar| {
+                let me = Arc::clone(self);
+                tokio::spawn(async move {
+                    let api: Api<DynamicObject> = Api::all_with(me.client.clone(), &ar);
+                    let cfg = watcher::Config::default().labels("app.kubernetes.io/managed-by=gantry");
+                    let mut events = watcher(api, cfg).default_backoff().boxed();
+                    while let Some(ev) = events.next().await {
+                        match ev {
+                            Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => {
+                                if let Ok(v) = serde_json::to_value(&o) {
+                                    me.observe_job_object(&v, false);
+                                }
+                            }
+                            Ok(watcher::Event::Delete(o)) => {
+                                if let Ok(v) = serde_json::to_value(&o) {
+                                    me.observe_job_object(&v, true);
+                                }
+                            }
+                            Ok(_) => {}
+                            Err(e) => {
+                                tracing::warn!(kind = %ar.kind, error = %e, "watching Gantry's job objects failed; retrying with backoff")
+                            }
+                        }
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// A JobSet or TrainJob as its watch saw it (or its deletion).
+    pub fn observe_job_object(&self, obj: &Value, deleted: bool) {
+        let Some(job_id) = obj["metadata"]["labels"][objects::JOB_ID_LABEL]
+            .as_str()
+            .map(str::to_string)
+        else {
+            return;
+        };
+        let pool = obj["metadata"]["labels"]["gantry.dev/pool"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let (finished, workload_seen) = {
+            let m = self.mirror();
+            let seen = m.observed.get(&job_id);
+            (
+                seen.is_some_and(|o| matches!(o.phase, Phase::Finished { .. })),
+                seen.is_some(),
+            )
+        };
+        if finished {
+            return;
+        }
+        let kind = obj["kind"].as_str().unwrap_or("JobSet");
+        let change = if deleted {
+            Some((
+                Change::Cancelled {
+                    reason: format!("Its {kind} was deleted in the cluster"),
+                },
+                None,
+            ))
+        } else if workload_seen {
+            None // the Workload speaks for it
+        } else {
+            status::job_object_outcome(obj).map(|o| {
+                let said = if o.message.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", o.message)
+                };
+                let change = if o.succeeded {
+                    Change::Succeeded {
+                        reason: format!("The {kind} completed{said}"),
+                    }
+                } else {
+                    Change::Failed {
+                        reason: format!("The {kind} failed{said}"),
+                    }
+                };
+                (change, o.at)
+            })
+        };
+        let Some((c, outcome_at)) = change else {
+            return;
+        };
+        // The object's own times: its deletion, or the condition that gave the verdict.
+        let at = if deleted {
+            status::deleted_at(obj)
+        } else {
+            outcome_at.or_else(|| status::deleted_at(obj))
+        };
+        match at {
+            Some(at) => self.emit(&pool, &job_id, at, vec![c]),
+            None => {
+                tracing::error!(job.id = %job_id, %kind, change = ?c, "the job object does not say when this happened; the change is not recorded")
+            }
+        }
+    }
+}

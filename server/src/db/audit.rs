@@ -1,0 +1,79 @@
+//! The append-only audit log.
+
+use super::*;
+
+pub(super) async fn insert_audit(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    a: &AuditEntry,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO audit (audit_id, at, actor, action, target, before, after, address) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(&a.id)
+    .bind(ms(a.at))
+    .bind(&a.actor)
+    .bind(&a.action)
+    .bind(&a.target)
+    .bind(a.before.as_ref().map(Value::to_string))
+    .bind(a.after.as_ref().map(Value::to_string))
+    .bind(a.address.as_deref())
+    .execute(&mut **tx)
+    .await
+    .map_err(map_err)?;
+    Ok(())
+}
+
+impl Db {
+    pub async fn append_audit(&self, a: &AuditEntry) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        insert_audit(&mut tx, a).await?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(())
+    }
+
+    /// The audit log, newest first, filtered by exact actor / action and target prefix.
+    pub async fn audit(&self, f: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        let mut sql = "SELECT audit_id, at, actor, action, target, before, after, address FROM audit WHERE 1 = 1".to_string();
+        let mut binds: Vec<String> = Vec::new();
+        if let Some(a) = &f.actor {
+            binds.push(a.clone());
+            sql.push_str(&format!(" AND actor = ${}", binds.len()));
+        }
+        if let Some(a) = &f.action {
+            binds.push(a.clone());
+            sql.push_str(&format!(" AND action = ${}", binds.len()));
+        }
+        if let Some(t) = &f.target {
+            binds.push(format!("{}%", t.replace('%', "")));
+            sql.push_str(&format!(" AND target LIKE ${}", binds.len()));
+        }
+        sql.push_str(&format!(
+            " ORDER BY at DESC, audit_id DESC LIMIT {}",
+            f.limit.clamp(1, 10_000)
+        ));
+        let mut q = sqlx::query(&sql);
+        for b in &binds {
+            q = q.bind(b);
+        }
+        let rows = q.fetch_all(&self.pool).await.map_err(map_err)?;
+        rows.iter()
+            .map(|r| {
+                let json = |col: &str| -> Result<Option<Value>> {
+                    Ok(r.try_get::<Option<String>, _>(col)?
+                        .map(|s| serde_json::from_str(&s))
+                        .transpose()?)
+                };
+                Ok(AuditEntry {
+                    id: r.try_get("audit_id")?,
+                    at: from_ms(r.try_get("at")?),
+                    actor: r.try_get("actor")?,
+                    action: r.try_get("action")?,
+                    target: r.try_get("target")?,
+                    before: json("before")?,
+                    after: json("after")?,
+                    address: r.try_get("address")?,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,283 @@
+//! Teams, users, memberships, sign-ins through the OpenID provider, personal API tokens.
+
+use super::*;
+
+/// A personal API token as stored (never the token itself).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenRow {
+    pub id: String,
+    pub user: String,
+    pub name: String,
+    pub prefix: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+pub(super) const TOKEN_COLUMNS: &str =
+    "token_id, user_id, name, prefix, created_at, expires_at, last_used_at, revoked_at";
+
+pub(super) fn token_row(r: &AnyRow) -> Result<TokenRow> {
+    let opt = |c: &str| -> Result<Option<DateTime<Utc>>> {
+        Ok(r.try_get::<Option<i64>, _>(c)?.map(from_ms))
+    };
+    Ok(TokenRow {
+        id: r.try_get("token_id")?,
+        user: r.try_get("user_id")?,
+        name: r.try_get("name")?,
+        prefix: r.try_get("prefix")?,
+        created_at: from_ms(r.try_get("created_at")?),
+        expires_at: opt("expires_at")?,
+        last_used_at: opt("last_used_at")?,
+        revoked_at: opt("revoked_at")?,
+    })
+}
+
+pub(super) fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::Member => "member",
+        Role::Lead => "lead",
+    }
+}
+
+impl Db {
+    pub async fn insert_team(&self, team: &str, display: &str, at: DateTime<Utc>) -> Result<()> {
+        sqlx::query("INSERT INTO team (team_id, display_name, created_at) VALUES ($1, $2, $3) ON CONFLICT (team_id) DO NOTHING")
+            .bind(team)
+            .bind(display)
+            .bind(ms(at))
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub async fn insert_user(
+        &self,
+        user: &str,
+        display: &str,
+        is_admin: bool,
+        at: DateTime<Utc>,
+    ) -> Result<()> {
+        sqlx::query("INSERT INTO app_user (user_id, display_name, is_admin, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (user_id) DO NOTHING")
+            .bind(user)
+            .bind(display)
+            .bind(is_admin as i64)
+            .bind(ms(at))
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub async fn insert_membership(&self, user: &str, team: &str, role: Role) -> Result<()> {
+        let role = role_name(role);
+        sqlx::query("INSERT INTO membership (user_id, team_id, role) VALUES ($1, $2, $3) ON CONFLICT (user_id, team_id) DO NOTHING")
+            .bind(user)
+            .bind(team)
+            .bind(role)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub async fn get_viewer(&self, user: &str) -> Result<Option<Viewer>> {
+        let Some(row) =
+            sqlx::query("SELECT user_id, display_name, is_admin FROM app_user WHERE user_id = $1")
+                .bind(user)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(map_err)?
+        else {
+            return Ok(None);
+        };
+        let teams =
+            sqlx::query("SELECT team_id, role FROM membership WHERE user_id = $1 ORDER BY team_id")
+                .bind(user)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(map_err)?
+                .iter()
+                .map(|r| {
+                    let role: String = r.try_get("role")?;
+                    Ok(Membership {
+                        team: r.try_get("team_id")?,
+                        role: if role == "lead" {
+                            Role::Lead
+                        } else {
+                            Role::Member
+                        },
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+        Ok(Some(Viewer {
+            user: row.try_get("user_id")?,
+            display_name: row.try_get("display_name")?,
+            teams,
+            is_admin: row.try_get::<i64, _>("is_admin")? != 0,
+        }))
+    }
+
+    /// Records a sign-in through an OpenID provider: the user for `(issuer, subject)` is
+    /// created or updated from the claims, and their memberships become exactly `teams`
+    /// (the provider's groups are the truth). Returns the user id, which is
+    /// `wanted_user_id` on first sign-in unless another person already has it.
+    pub async fn sign_in_identity(&self, s: &IdentitySignIn<'_>) -> Result<String> {
+        let mut tx = self.begin_write().await?;
+        let known: Option<String> =
+            sqlx::query("SELECT user_id FROM user_identity WHERE issuer = $1 AND subject = $2")
+                .bind(s.issuer)
+                .bind(s.subject)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(map_err)?
+                .map(|r| r.try_get("user_id"))
+                .transpose()?;
+        let user = match known {
+            Some(u) => u,
+            None => {
+                let mut candidate = s.wanted_user_id.to_string();
+                let mut n = 1;
+                loop {
+                    let taken = sqlx::query("SELECT 1 AS one FROM app_user WHERE user_id = $1")
+                        .bind(&candidate)
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(map_err)?
+                        .is_some();
+                    if !taken {
+                        break candidate;
+                    }
+                    n += 1;
+                    candidate = format!("{}-{n}", s.wanted_user_id);
+                }
+            }
+        };
+        sqlx::query(
+            "INSERT INTO app_user (user_id, display_name, email, is_admin, created_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (user_id) DO UPDATE SET display_name = $2, email = $3, is_admin = $4",
+        )
+        .bind(&user)
+        .bind(s.display_name)
+        .bind(s.email)
+        .bind(s.is_admin as i64)
+        .bind(ms(s.at))
+        .execute(&mut *tx)
+        .await
+        .map_err(map_err)?;
+        sqlx::query("DELETE FROM membership WHERE user_id = $1")
+            .bind(&user)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        for m in s.teams {
+            sqlx::query("INSERT INTO membership (user_id, team_id, role) VALUES ($1, $2, $3)")
+                .bind(&user)
+                .bind(&m.team)
+                .bind(role_name(m.role))
+                .execute(&mut *tx)
+                .await
+                .map_err(map_err)?;
+        }
+        sqlx::query(
+            "INSERT INTO user_identity (issuer, subject, user_id, idp_groups, last_sign_in_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (issuer, subject) DO UPDATE SET idp_groups = $4, last_sign_in_at = $5",
+        )
+        .bind(s.issuer)
+        .bind(s.subject)
+        .bind(&user)
+        .bind(serde_json::to_string(s.groups)?)
+        .bind(ms(s.at))
+        .execute(&mut *tx)
+        .await
+        .map_err(map_err)?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(user)
+    }
+
+    pub async fn team_ids(&self) -> Result<Vec<String>> {
+        let rows = sqlx::query("SELECT team_id FROM team ORDER BY team_id")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        rows.iter().map(|r| Ok(r.try_get("team_id")?)).collect()
+    }
+
+    pub async fn insert_token(&self, t: &TokenRow, hash: &str) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO api_token (token_id, user_id, name, token_hash, prefix, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(&t.id)
+        .bind(&t.user)
+        .bind(&t.name)
+        .bind(hash)
+        .bind(&t.prefix)
+        .bind(ms(t.created_at))
+        .bind(t.expires_at.map(ms))
+        .execute(&self.pool)
+        .await
+        .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub async fn list_tokens(&self, user: &str) -> Result<Vec<TokenRow>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM api_token WHERE user_id = $1 ORDER BY created_at DESC, token_id DESC"
+        ))
+        .bind(user)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(map_err)?;
+        rows.iter().map(token_row).collect()
+    }
+
+    /// The token with this hash, revoked or not (the caller decides).
+    pub async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRow>> {
+        sqlx::query(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM api_token WHERE token_hash = $1"
+        ))
+        .bind(hash)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(map_err)?
+        .as_ref()
+        .map(token_row)
+        .transpose()
+    }
+
+    /// Revokes the user's token; false if they have no such live token.
+    pub async fn revoke_token(&self, user: &str, id: &str, at: DateTime<Utc>) -> Result<bool> {
+        let n = sqlx::query(
+            "UPDATE api_token SET revoked_at = $1 WHERE token_id = $2 AND user_id = $3 AND revoked_at IS NULL",
+        )
+        .bind(ms(at))
+        .bind(id)
+        .bind(user)
+        .execute(&self.pool)
+        .await
+        .map_err(map_err)?
+        .rows_affected();
+        Ok(n > 0)
+    }
+
+    pub async fn touch_token(&self, id: &str, at: DateTime<Utc>) -> Result<()> {
+        sqlx::query("UPDATE api_token SET last_used_at = $1 WHERE token_id = $2")
+            .bind(ms(at))
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub async fn list_user_ids(&self) -> Result<Vec<String>> {
+        let rows = sqlx::query("SELECT user_id FROM app_user ORDER BY is_admin, user_id")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        rows.iter().map(|r| Ok(r.try_get("user_id")?)).collect()
+    }
+}

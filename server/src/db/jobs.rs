@@ -1,0 +1,400 @@
+//! Jobs, their state changes and events.
+
+use super::*;
+
+/// A job as stored; the service adds queue position and reason from the cluster.
+#[derive(Clone, Debug)]
+pub struct JobRow {
+    pub id: String,
+    pub name: String,
+    pub template: String,
+    pub template_version: u32,
+    pub team: String,
+    pub user: String,
+    pub pool: String,
+    pub gpus: u32,
+    pub priority: Priority,
+    pub state: JobState,
+    pub params: Map<String, Value>,
+    pub max_runtime_s: u64,
+    pub node_names: Vec<String>,
+    pub request_body: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub admitted_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub sent_at: Option<DateTime<Utc>>,
+}
+
+pub(super) const JOB_COLUMNS: &str = "job_id, name, template_id, template_version, team_id, user_id, pool_id, gpus, priority, state, params, max_runtime_s, node_names, request_body, created_at, admitted_at, finished_at, sent_at";
+
+pub(super) fn job_from_row(r: &AnyRow) -> Result<JobRow> {
+    let state: String = r.try_get("state")?;
+    let priority: String = r.try_get("priority")?;
+    let params: String = r.try_get("params")?;
+    let nodes: String = r.try_get("node_names")?;
+    Ok(JobRow {
+        id: r.try_get("job_id")?,
+        name: r.try_get("name")?,
+        template: r.try_get("template_id")?,
+        template_version: r.try_get::<i64, _>("template_version")? as u32,
+        team: r.try_get("team_id")?,
+        user: r.try_get("user_id")?,
+        pool: r.try_get("pool_id")?,
+        gpus: r.try_get::<i64, _>("gpus")? as u32,
+        priority: Priority::parse(&priority).unwrap_or_default(),
+        state: JobState::parse(&state).unwrap_or(JobState::Failed),
+        params: serde_json::from_str(&params)?,
+        max_runtime_s: r.try_get::<i64, _>("max_runtime_s")? as u64,
+        node_names: serde_json::from_str(&nodes)?,
+        request_body: r.try_get("request_body")?,
+        created_at: from_ms(r.try_get("created_at")?),
+        admitted_at: r.try_get::<Option<i64>, _>("admitted_at")?.map(from_ms),
+        finished_at: r.try_get::<Option<i64>, _>("finished_at")?.map(from_ms),
+        sent_at: r.try_get::<Option<i64>, _>("sent_at")?.map(from_ms),
+    })
+}
+
+/// A new job to store.
+pub struct NewJob<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub template: &'a str,
+    pub template_version: u32,
+    pub team: &'a str,
+    pub user: &'a str,
+    pub pool: &'a str,
+    pub gpus: u32,
+    pub priority: Priority,
+    pub params: &'a Map<String, Value>,
+    pub max_runtime_s: u64,
+    pub idempotency_key: Option<&'a str>,
+    pub request_body: &'a str,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A state change to store, with the fields it sets.
+pub struct Transition<'a> {
+    pub job_id: &'a str,
+    /// Applied only if the job is in one of these states (so late events never undo a cancel).
+    pub from: &'a [JobState],
+    pub to: JobState,
+    pub at: DateTime<Utc>,
+    pub reason: &'a str,
+    pub node_names: Option<&'a [String]>,
+    /// The event's kind when it is not the state entered (`preempted`).
+    pub kind: Option<&'a str>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct JobQuery {
+    pub teams: Option<Vec<String>>,
+    pub user: Option<String>,
+    pub state: Option<JobState>,
+    pub limit: i64,
+}
+
+pub(super) async fn insert_event(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    job_id: &str,
+    at: DateTime<Utc>,
+    kind: &str,
+    reason: &str,
+) -> Result<()> {
+    sqlx::query("INSERT INTO job_event (job_event_id, job_id, at, kind, reason) VALUES ($1, $2, $3, $4, $5)")
+        .bind(uuid::Uuid::now_v7().to_string())
+        .bind(job_id)
+        .bind(ms(at))
+        .bind(kind)
+        .bind(reason)
+        .execute(&mut **tx)
+        .await
+        .map_err(map_err)?;
+    Ok(())
+}
+
+impl Db {
+    /// Launches since `from` that ran (were admitted), as the what-if replay needs them:
+    /// (team, pool, GPUs, priority, submitted, admitted, finished).
+    #[allow(clippy::type_complexity)]
+    pub async fn launches_since(
+        &self,
+        from: DateTime<Utc>,
+    ) -> Result<
+        Vec<(
+            String,
+            String,
+            u32,
+            Priority,
+            DateTime<Utc>,
+            DateTime<Utc>,
+            Option<DateTime<Utc>>,
+        )>,
+    > {
+        let rows = sqlx::query(
+            "SELECT team_id, pool_id, gpus, priority, created_at, admitted_at, finished_at FROM job \
+             WHERE created_at >= $1 AND admitted_at IS NOT NULL ORDER BY created_at",
+        )
+        .bind(ms(from))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(map_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("team_id")?,
+                    r.try_get("pool_id")?,
+                    r.try_get::<i64, _>("gpus")? as u32,
+                    Priority::parse(&r.try_get::<String, _>("priority")?).unwrap_or_default(),
+                    from_ms(r.try_get("created_at")?),
+                    from_ms(r.try_get("admitted_at")?),
+                    r.try_get::<Option<i64>, _>("finished_at")?.map(from_ms),
+                ))
+            })
+            .collect()
+    }
+
+    /// id → (name, user) for the given jobs.
+    pub async fn job_names(&self, ids: &[&str]) -> Result<HashMap<String, (String, String)>> {
+        let rows = self
+            .rows_for_ids(
+                "SELECT job_id, name, user_id FROM job WHERE job_id IN ({ids})",
+                ids,
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("job_id")?,
+                    (r.try_get("name")?, r.try_get("user_id")?),
+                ))
+            })
+            .collect()
+    }
+
+    /// Runs `sql` (with `{ids}` where the placeholders go) over `ids` in chunks the
+    /// databases accept, and returns every row.
+    pub(super) async fn rows_for_ids(&self, sql: &str, ids: &[&str]) -> Result<Vec<AnyRow>> {
+        let mut rows = Vec::new();
+        for chunk in ids.chunks(200) {
+            let marks: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+            let sql = sql.replace("{ids}", &marks.join(", "));
+            let mut q = sqlx::query(&sql);
+            for id in chunk {
+                q = q.bind(*id);
+            }
+            rows.extend(q.fetch_all(&self.pool).await.map_err(map_err)?);
+        }
+        Ok(rows)
+    }
+
+    /// Stores a new job and its first event in one transaction. `Conflict` when the
+    /// idempotency key was used before.
+    pub async fn insert_job(&self, j: &NewJob<'_>, reason: &str) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "INSERT INTO job (job_id, name, template_id, template_version, team_id, user_id, pool_id, gpus, priority, state, params, max_runtime_s, idempotency_key, request_body, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13, $14)",
+        )
+        .bind(j.id)
+        .bind(j.name)
+        .bind(j.template)
+        .bind(j.template_version as i64)
+        .bind(j.team)
+        .bind(j.user)
+        .bind(j.pool)
+        .bind(j.gpus as i64)
+        .bind(j.priority.as_str())
+        .bind(serde_json::to_string(j.params)?)
+        .bind(j.max_runtime_s as i64)
+        .bind(j.idempotency_key)
+        .bind(j.request_body)
+        .bind(ms(j.created_at))
+        .execute(&mut *tx)
+        .await
+        .map_err(map_err)?;
+        insert_event(&mut tx, j.id, j.created_at, "queued", reason).await?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(())
+    }
+
+    pub async fn find_by_idempotency_key(&self, user: &str, key: &str) -> Result<Option<JobRow>> {
+        let sql =
+            format!("SELECT {JOB_COLUMNS} FROM job WHERE user_id = $1 AND idempotency_key = $2");
+        sqlx::query(&sql)
+            .bind(user)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(map_err)?
+            .as_ref()
+            .map(job_from_row)
+            .transpose()
+    }
+
+    pub async fn mark_sent(&self, job_id: &str, at: DateTime<Utc>) -> Result<()> {
+        sqlx::query("UPDATE job SET sent_at = $1 WHERE job_id = $2 AND sent_at IS NULL")
+            .bind(ms(at))
+            .bind(job_id)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub async fn get_job(&self, id: &str) -> Result<JobRow> {
+        let sql = format!("SELECT {JOB_COLUMNS} FROM job WHERE job_id = $1");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?;
+        job_from_row(&row)
+    }
+
+    pub async fn list_jobs(&self, q: &JobQuery) -> Result<Vec<JobRow>> {
+        let mut sql = format!("SELECT {JOB_COLUMNS} FROM job WHERE 1 = 1");
+        let mut args: Vec<String> = Vec::new();
+        if let Some(teams) = &q.teams {
+            if teams.is_empty() {
+                return Ok(Vec::new());
+            }
+            let marks: Vec<String> = teams
+                .iter()
+                .map(|t| {
+                    args.push(t.clone());
+                    format!("${}", args.len())
+                })
+                .collect();
+            sql.push_str(&format!(" AND team_id IN ({})", marks.join(", ")));
+        }
+        if let Some(user) = &q.user {
+            args.push(user.clone());
+            sql.push_str(&format!(" AND user_id = ${}", args.len()));
+        }
+        if let Some(state) = q.state {
+            args.push(state.as_str().to_string());
+            sql.push_str(&format!(" AND state = ${}", args.len()));
+        }
+        sql.push_str(&format!(
+            " ORDER BY created_at DESC, job_id DESC LIMIT {}",
+            q.limit.clamp(1, 1000)
+        ));
+        let mut query = sqlx::query(&sql);
+        for a in &args {
+            query = query.bind(a.as_str());
+        }
+        let rows = query.fetch_all(&self.pool).await.map_err(map_err)?;
+        rows.iter().map(job_from_row).collect()
+    }
+
+    /// Queued, admitted and running jobs, oldest first.
+    pub async fn active_jobs(&self) -> Result<Vec<JobRow>> {
+        let sql = format!("SELECT {JOB_COLUMNS} FROM job WHERE state IN ('queued', 'admitted', 'running') ORDER BY created_at, job_id");
+        let rows = sqlx::query(&sql)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        rows.iter().map(job_from_row).collect()
+    }
+
+    pub async fn events_for(&self, job_ids: &[&str]) -> Result<HashMap<String, Vec<JobEvent>>> {
+        let rows = self
+            .rows_for_ids(
+                "SELECT job_id, at, kind, reason FROM job_event WHERE job_id IN ({ids}) ORDER BY at, job_event_id",
+                job_ids,
+            )
+            .await?;
+        let mut out: HashMap<String, Vec<JobEvent>> = HashMap::new();
+        for r in rows {
+            out.entry(r.try_get("job_id")?).or_default().push(JobEvent {
+                at: from_ms(r.try_get("at")?),
+                kind: r.try_get("kind")?,
+                reason: r.try_get("reason")?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Applies a state change if the job is in one of `from`; returns whether it applied.
+    pub async fn transition(&self, t: &Transition<'_>) -> Result<bool> {
+        let mut tx = self.begin_write().await?;
+        let sets_admitted = t.to == JobState::Admitted;
+        let sets_finished = matches!(
+            t.to,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled
+        );
+        let nodes = t.node_names.map(serde_json::to_string).transpose()?;
+        let marks: Vec<String> = (0..t.from.len()).map(|i| format!("${}", i + 7)).collect();
+        let sql = format!(
+            "UPDATE job SET state = $1, \
+                 admitted_at = CASE WHEN $2 = 1 THEN $3 ELSE admitted_at END, \
+                 finished_at = CASE WHEN $4 = 1 THEN $3 ELSE finished_at END, \
+                 node_names = COALESCE($5, node_names) \
+             WHERE job_id = $6 AND state IN ({})",
+            marks.join(", ")
+        );
+        let mut q = sqlx::query(&sql)
+            .bind(t.to.as_str())
+            .bind(sets_admitted as i64)
+            .bind(ms(t.at))
+            .bind(sets_finished as i64)
+            .bind(nodes)
+            .bind(t.job_id);
+        for s in t.from {
+            q = q.bind(s.as_str());
+        }
+        let changed = q.execute(&mut *tx).await.map_err(map_err)?.rows_affected() > 0;
+        if changed {
+            record_interval(&mut tx, t).await?;
+            insert_event(
+                &mut tx,
+                t.job_id,
+                t.at,
+                t.kind.unwrap_or(t.to.as_str()),
+                t.reason,
+            )
+            .await?;
+        }
+        tx.commit().await.map_err(map_err)?;
+        Ok(changed)
+    }
+
+    /// Sets an admitted or running job's admission time and nodes to what the cluster says,
+    /// moving the start of its open run interval with it, and records `reason` as an event
+    /// at `seen`. False when the job is no longer admitted or running.
+    pub async fn correct_admission(
+        &self,
+        job_id: &str,
+        admitted_at: DateTime<Utc>,
+        nodes: &[String],
+        seen: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<bool> {
+        let mut tx = self.begin_write().await?;
+        let changed = sqlx::query(
+            "UPDATE job SET admitted_at = $1, node_names = $2 \
+             WHERE job_id = $3 AND state IN ('admitted', 'running')",
+        )
+        .bind(ms(admitted_at))
+        .bind(serde_json::to_string(nodes)?)
+        .bind(job_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(map_err)?
+        .rows_affected()
+            > 0;
+        if changed {
+            sqlx::query(
+                "UPDATE job_interval SET start_ms = $1 WHERE job_id = $2 AND end_ms IS NULL",
+            )
+            .bind(ms(admitted_at))
+            .bind(job_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+            insert_event(&mut tx, job_id, seen, "corrected", reason).await?;
+        }
+        tx.commit().await.map_err(map_err)?;
+        Ok(changed)
+    }
+}

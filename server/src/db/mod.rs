@@ -1,0 +1,158 @@
+//! Persistence: one `Db` over sqlx's `Any` driver, so the same SQL runs on SQLite (the
+//! embedded default) and Postgres (production). Times are milliseconds since the epoch.
+
+mod audit;
+mod identity;
+mod jobs;
+pub mod migrations;
+mod pools;
+mod templates;
+mod usage;
+
+use audit::insert_audit;
+pub use identity::TokenRow;
+pub use jobs::{JobQuery, JobRow, NewJob, Transition};
+pub use pools::{pool_specs, PoolRow, QuotaRow, QuotaWrite};
+use usage::record_interval;
+
+use std::collections::HashMap;
+
+pub use crate::domain::audit::{AuditEntry, AuditFilter};
+pub use crate::domain::identity::IdentitySignIn;
+use crate::domain::quota::{PoolSpec, QueueingStrategy, QuotaSpec};
+use app::model::domain::{JobState, Membership, ParamSpec, Priority, Role};
+use app::model::{JobEvent, Template, Viewer};
+use chrono::{DateTime, TimeZone, Utc};
+use serde_json::{Map, Value};
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Row};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("not found")]
+    NotFound,
+    #[error("unique constraint violated")]
+    Conflict,
+    #[error("database: {0}")]
+    Sqlx(#[from] sqlx::Error),
+    #[error("migration: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("stored JSON does not parse: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+pub type Result<T, E = DbError> = std::result::Result<T, E>;
+
+fn map_err(e: sqlx::Error) -> DbError {
+    match &e {
+        sqlx::Error::RowNotFound => DbError::NotFound,
+        sqlx::Error::Database(d) if d.is_unique_violation() => DbError::Conflict,
+        _ => DbError::Sqlx(e),
+    }
+}
+
+pub fn ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+pub fn from_ms(v: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(v).single().unwrap_or_default()
+}
+
+#[derive(Clone)]
+pub struct Db {
+    pool: AnyPool,
+    postgres: bool,
+}
+
+/// A read-only view of one moment: every query through it sees the same committed state
+/// (Postgres: REPEATABLE READ; SQLite: one read transaction is one snapshot).
+pub struct Snapshot {
+    tx: sqlx::Transaction<'static, sqlx::Any>,
+}
+
+impl Db {
+    /// Connects and brings the schema up to date.
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Db> {
+        sqlx::any::install_default_drivers();
+        let pool = AnyPoolOptions::new()
+            .max_connections(max_connections)
+            .connect(url)
+            .await?;
+        if url.starts_with("sqlite:") {
+            // Readers do not block the writer in WAL mode; the setting stays with the file.
+            sqlx::query("PRAGMA journal_mode = WAL")
+                .execute(&pool)
+                .await?;
+        }
+        let db = Db {
+            pool,
+            postgres: !url.starts_with("sqlite:"),
+        };
+        db.migrate().await?;
+        Ok(db)
+    }
+
+    pub async fn migrate(&self) -> Result<()> {
+        migrations::run(&self.pool, self.postgres).await?;
+        Ok(())
+    }
+
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// A transaction that writes. On SQLite it takes the write lock at once
+    /// (`BEGIN IMMEDIATE`) and so waits its turn: a deferred one that reads first cannot
+    /// upgrade once another connection has written, and fails with "database is locked"
+    /// (SQLITE_BUSY) instead of waiting (<https://sqlite.org/lang_transaction.html>).
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+        if self.postgres {
+            self.pool.begin().await.map_err(map_err)
+        } else {
+            self.pool
+                .begin_with("BEGIN IMMEDIATE")
+                .await
+                .map_err(map_err)
+        }
+    }
+
+    /// A consistent view for a report made of several reads.
+    pub async fn snapshot(&self) -> Result<Snapshot> {
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        if self.postgres {
+            sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                .execute(&mut *tx)
+                .await
+                .map_err(map_err)?;
+        }
+        Ok(Snapshot { tx })
+    }
+
+    pub async fn sim_clock(&self) -> Result<Option<DateTime<Utc>>> {
+        let row = sqlx::query("SELECT now_ms FROM sim_clock WHERE sim_clock_id = 1")
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(row
+            .map(|r| r.try_get::<i64, _>("now_ms").map(from_ms))
+            .transpose()?)
+    }
+
+    pub async fn save_sim_clock(&self, now: DateTime<Utc>) -> Result<()> {
+        sqlx::query("INSERT INTO sim_clock (sim_clock_id, now_ms) VALUES (1, $1) ON CONFLICT (sim_clock_id) DO UPDATE SET now_ms = excluded.now_ms")
+            .bind(ms(now))
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+}

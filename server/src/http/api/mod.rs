@@ -1,0 +1,97 @@
+//! The JSON API under `/api/v1` for automation, the CLI and agents, plus `/healthz`,
+//! `/readyz` and the live event stream. Errors are `{"error": {code, message, field}}`.
+
+mod audit;
+mod events;
+mod extract;
+mod health;
+mod jobs;
+mod quotas;
+mod sim;
+mod templates;
+mod tokens;
+mod usage;
+
+use audit::*;
+use events::*;
+use extract::*;
+pub use extract::{ApiJson, ApiPath, ApiQuery};
+use health::*;
+use jobs::*;
+use quotas::*;
+use sim::*;
+use templates::*;
+use tokens::*;
+use usage::*;
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use app::backend::JobFilter;
+use app::error::{ApiError, ErrorCode};
+use app::model::{JobState, LaunchRequest, LiveEvent};
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Path, RawPathParams, Request, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::StreamExt;
+use http::{HeaderMap, StatusCode};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+use crate::http::auth::{ApiViewer, Authenticated, Via};
+use crate::http::state::AppState;
+
+pub use crate::http::failure::ApiFailure;
+pub use crate::http::request_id::ClientAddr;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/me", get(me))
+        .route("/api/v1/templates", get(templates).post(create_template))
+        .route(
+            "/api/v1/templates/{name}/versions",
+            post(add_template_version),
+        )
+        .route(
+            "/api/v1/templates/{name}/deprecate",
+            post(deprecate_template),
+        )
+        .route("/api/v1/pools", get(pools))
+        .route("/api/v1/jobs", get(list_jobs).post(launch))
+        .route("/api/v1/manifests", post(manifest))
+        .route("/api/v1/quotas", get(list_quotas))
+        .route("/api/v1/quotas/preview", post(preview_quotas))
+        .route(
+            "/api/v1/quotas/{team}/{pool}",
+            get(get_quota).put(put_quota),
+        )
+        .route("/api/v1/audit", get(audit_log))
+        .route("/api/v1/jobs/{id}", get(get_job))
+        .route("/api/v1/jobs/{id}/cancel", post(cancel))
+        .route("/api/v1/jobs/{id}/utilization", get(job_utilization))
+        .route("/api/v1/events", get(events))
+        .route("/api/v1/sim/advance", post(sim_advance))
+        .route("/api/v1/usage", get(usage))
+        .route("/api/v1/tokens", get(list_tokens).post(create_token))
+        .route("/api/v1/tokens/{id}", axum::routing::delete(revoke_token))
+        .route("/api/v1/{*rest}", axum::routing::any(no_such_route))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .method_not_allowed_fallback(method_not_allowed)
+}
+
+async fn method_not_allowed() -> ApiFailure {
+    ApiFailure(ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        "this route does not take that method; see README.md for the routes",
+    ))
+}
+
+async fn no_such_route() -> ApiFailure {
+    ApiFailure(ApiError::not_found(
+        "no such API route; see README.md for the routes",
+    ))
+}

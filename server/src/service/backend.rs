@@ -1,0 +1,163 @@
+//! The Leptos server functions' [`Backend`]: each method delegates to the one service method
+//! its JSON route calls too.
+
+use super::*;
+
+#[async_trait::async_trait]
+impl Backend for Portal {
+    async fn viewer(&self, parts: &http::request::Parts) -> Result<Option<Viewer>, ApiError> {
+        Portal::viewer(self, parts).await
+    }
+
+    async fn home(&self, viewer: &Viewer) -> Result<HomeView, ApiError> {
+        Portal::home(self, viewer).await
+    }
+
+    async fn list_templates(&self, viewer: &Viewer) -> Result<Vec<Template>, ApiError> {
+        Portal::list_templates(self, viewer).await
+    }
+
+    async fn list_pools(&self, viewer: &Viewer) -> Result<Vec<Pool>, ApiError> {
+        Portal::list_pools(self, viewer).await
+    }
+
+    async fn check_launch(
+        &self,
+        viewer: &Viewer,
+        req: LaunchRequest,
+    ) -> Result<LaunchCheck, ApiError> {
+        Portal::check_launch(self, viewer, req).await
+    }
+
+    async fn quota_cells(&self, viewer: &Viewer) -> Result<Vec<QuotaCell>, ApiError> {
+        Portal::quota_cells(self, viewer).await
+    }
+
+    async fn save_quota(
+        &self,
+        viewer: &Viewer,
+        team: String,
+        pool: String,
+        draft: app::model::QuotaDraft,
+        version: i64,
+    ) -> Result<QuotaCell, ApiError> {
+        let q = QuotaEdit::from_draft(&draft)?;
+        let address = context::current_client_addr();
+        self.set_quota(viewer, &team, &pool, q, Some(version), address)
+            .await
+    }
+
+    async fn preview_quota(
+        &self,
+        viewer: &Viewer,
+        team: String,
+        pool: String,
+        draft: app::model::QuotaDraft,
+    ) -> Result<QuotaPreview, ApiError> {
+        let q = QuotaEdit::from_draft(&draft)?;
+        self.preview_quotas(viewer, vec![(team, pool, q)], 30).await
+    }
+
+    async fn save_template(
+        &self,
+        viewer: &Viewer,
+        name: Option<String>,
+        definition: String,
+    ) -> Result<Template, ApiError> {
+        Portal::save_template(self, viewer, name, definition).await
+    }
+
+    async fn deprecate_template(&self, viewer: &Viewer, name: String) -> Result<(), ApiError> {
+        let address = context::current_client_addr();
+        Portal::deprecate_template(self, viewer, &name, address).await
+    }
+
+    async fn audit_records(
+        &self,
+        viewer: &Viewer,
+        actor: Option<String>,
+        action: Option<String>,
+        target: Option<String>,
+    ) -> Result<Vec<AuditRecord>, ApiError> {
+        Portal::audit_records(self, viewer, actor, action, target).await
+    }
+
+    fn manifests_available(&self) -> bool {
+        self.kube.is_some()
+    }
+
+    async fn launch_manifest(
+        &self,
+        viewer: &Viewer,
+        req: LaunchRequest,
+    ) -> Result<Option<String>, ApiError> {
+        Portal::launch_manifest(self, viewer, req).await
+    }
+
+    async fn launch_job(
+        &self,
+        viewer: &Viewer,
+        req: LaunchRequest,
+        key: Option<String>,
+    ) -> Result<(Job, bool), ApiError> {
+        Portal::launch_job(self, viewer, req, key).await
+    }
+
+    async fn list_jobs(&self, viewer: &Viewer, filter: JobFilter) -> Result<JobList, ApiError> {
+        Portal::list_jobs(self, viewer, filter).await
+    }
+
+    async fn get_job(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError> {
+        Portal::get_job(self, viewer, id).await
+    }
+
+    async fn cancel_job(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError> {
+        Portal::cancel_job(self, viewer, id).await
+    }
+
+    async fn sign_in_options(
+        &self,
+        parts: &http::request::Parts,
+    ) -> Result<SignInOptions, ApiError> {
+        Portal::sign_in_options(self, parts).await
+    }
+
+    async fn list_tokens(&self, viewer: &Viewer) -> Result<Vec<ApiTokenInfo>, ApiError> {
+        Portal::list_tokens(self, viewer).await
+    }
+
+    async fn create_token(
+        &self,
+        viewer: &Viewer,
+        name: String,
+        expires_in_days: Option<u32>,
+    ) -> Result<NewApiToken, ApiError> {
+        Portal::create_token(self, viewer, name, expires_in_days).await
+    }
+
+    async fn pool_grids(&self, viewer: &Viewer) -> Result<Vec<PoolGrid>, ApiError> {
+        Portal::pool_grids(self, viewer).await
+    }
+
+    async fn job_utilization(&self, viewer: &Viewer, id: &str) -> Result<JobUtilization, ApiError> {
+        Portal::job_utilization(self, viewer, id).await
+    }
+
+    async fn usage_view(
+        &self,
+        viewer: &Viewer,
+        days: u32,
+        group_by: String,
+        bucket: String,
+    ) -> Result<UsageView, ApiError> {
+        Portal::usage_view(self, viewer, days, group_by, bucket).await
+    }
+
+    async fn revoke_token(&self, viewer: &Viewer, id: &str) -> Result<(), ApiError> {
+        Portal::revoke_token(self, viewer, id).await
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        self.cluster.now()
+    }
+}

@@ -1,0 +1,248 @@
+//! GPUs: a job's utilization, and each pool's nodes with their allocation and utilization.
+
+use super::*;
+
+/// A node of the Pools grid with every GPU free.
+fn empty_node(name: String, gpus: usize) -> GridNode {
+    GridNode {
+        name,
+        cells: vec![
+            GridCell {
+                job: None,
+                job_id: None,
+                util_pct: None
+            };
+            gpus
+        ],
+    }
+}
+
+impl Portal {
+    /// The job's per-GPU utilization over its current or last run (at most the last two
+    /// hours, a sample a minute), the mean utilization, memory and power, and the idle flag.
+    /// Seen by whoever may see the job.
+    pub async fn job_utilization(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+    ) -> Result<JobUtilization, ApiError> {
+        let row = self.visible_row(viewer, id).await?;
+        let mut out = JobUtilization {
+            job_id: row.id.clone(),
+            available: false,
+            message: None,
+            from: None,
+            to: None,
+            step_s: 60,
+            gpus: Vec::new(),
+            mean: Vec::new(),
+            idle: false,
+        };
+        let Some(metrics) = &self.metrics else {
+            out.message = Some("no metrics back end is configured".into());
+            return Ok(out);
+        };
+        let Some((start, end)) = self.db.last_interval(&row.id).await? else {
+            out.message = Some("the job has not run yet".into());
+            return Ok(out);
+        };
+        let now = self.cluster.now();
+        let to = end.unwrap_or(now).min(now);
+        // The last two hours of the run, a sample a minute, the newest one at `to` (now, for
+        // a running job), so the heatmap shows the latest readings.
+        let step = chrono::TimeDelta::seconds(out.step_s);
+        let from = start.max(to - chrono::TimeDelta::hours(2));
+        let from = to - step * ((to - from).num_seconds() / out.step_s) as i32;
+        let job = crate::domain::workload::JobGpus {
+            job_id: row.id.clone(),
+            team: row.team.clone(),
+            gpus: row.gpus,
+            since: start,
+        };
+        let series = match metrics.series(&job, from, to, step).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(job.id = %row.id, error = %e, "job utilization: metrics unavailable");
+                out.message = Some(format!("{e} ({})", now.format("%H:%M UTC")));
+                return Ok(out);
+            }
+        };
+        let per_node = 8u32;
+        out.gpus = series
+            .gpus
+            .iter()
+            .enumerate()
+            .map(|(i, track)| {
+                // The back end's node name (DCGM's Hostname) when it has one, else the node
+                // the cluster placed the job on, 8 GPUs each.
+                let (node, gpu) = match &track.node {
+                    Some(node) => (node.clone(), track.gpu),
+                    None => {
+                        let k = i as u32 / per_node;
+                        let node = row
+                            .node_names
+                            .get(k as usize)
+                            .cloned()
+                            .unwrap_or_else(|| format!("node {}", k + 1));
+                        (node, i as u32 % per_node)
+                    }
+                };
+                GpuSeries {
+                    node,
+                    gpu,
+                    util_pct: Vec::new(),
+                }
+            })
+            .collect();
+        let mut samples = Vec::new();
+        // A time counts when every GPU has a reading at it.
+        for (i, t) in series.times.iter().enumerate() {
+            let at_t: Option<Vec<_>> = series.gpus.iter().map(|g| g.readings[i]).collect();
+            let Some(at_t) = at_t.filter(|r| !r.is_empty()) else {
+                continue;
+            };
+            for (s, r) in out.gpus.iter_mut().zip(&at_t) {
+                s.util_pct.push(r.util_pct);
+            }
+            let n = at_t.len() as f64;
+            out.mean.push(MeanSample {
+                at: *t,
+                util_pct: at_t.iter().map(|r| r.util_pct).sum::<f64>() / n,
+                fb_used_gib: at_t.iter().map(|r| r.fb_used_mib).sum::<f64>() / n / 1024.0,
+                power_w: at_t.iter().map(|r| r.power_w).sum::<f64>() / n,
+            });
+            samples.push((*t, at_t.iter().map(|r| r.util_pct).collect()));
+        }
+        if out.mean.is_empty() {
+            out.message = Some("the metrics back end has no samples for this run".into());
+        }
+        out.available = !out.mean.is_empty();
+        out.idle = end.is_none() && crate::metrics::is_idle(&samples, to);
+        out.from = Some(from);
+        out.to = Some(to);
+        Ok(out)
+    }
+
+    pub async fn list_pools(&self, _viewer: &Viewer) -> Result<Vec<Pool>, ApiError> {
+        Ok(self
+            .cluster
+            .pools()
+            .await?
+            .into_iter()
+            .map(|p| Pool {
+                teams: p
+                    .teams
+                    .iter()
+                    .map(|t| QuotaUse {
+                        team: t.team.clone(),
+                        pool: p.name.clone(),
+                        nominal_gpus: t.quota.nominal,
+                        borrowing_limit_gpus: t.quota.borrowing_limit,
+                        used_gpus: t.used,
+                        borrowed_gpus: t.borrowed,
+                    })
+                    .collect(),
+                gpus_free: p.gpus_total - p.gpus_allocated,
+                name: p.name,
+                gpu_model: p.gpu_model,
+                nodes: p.nodes,
+                gpus_per_node: GPUS_PER_NODE,
+                gpus_total: p.gpus_total,
+                gpus_allocated: p.gpus_allocated,
+                free_nodes: p.free_nodes,
+                queued_jobs: p.pending,
+            })
+            .collect())
+    }
+
+    pub async fn pool_grids(&self, viewer: &Viewer) -> Result<Vec<PoolGrid>, ApiError> {
+        let per_node = 8usize;
+        let now = self.cluster.now();
+        let mut grids: Vec<PoolGrid> = self
+            .db
+            .list_pools()
+            .await?
+            .into_iter()
+            .map(|p| PoolGrid {
+                nodes: (0..p.nodes)
+                    .map(|i| empty_node(format!("{}-node-{i:02}", p.name), per_node))
+                    .collect(),
+                pool: p.name,
+                gpu_model: p.gpu_model,
+                metrics_note: None,
+            })
+            .collect();
+        let mut metrics_note = None;
+        let running_since = self.db.open_interval_starts().await?;
+        for job in self.db.active_jobs().await? {
+            if !matches!(job.state, JobState::Admitted | JobState::Running) {
+                continue;
+            }
+            let Some(grid) = grids.iter_mut().find(|g| g.pool == job.pool) else {
+                continue;
+            };
+            let visible = Self::may_see(viewer, &job.team);
+            let since = running_since.get(&job.id).copied();
+            let gpus = crate::domain::workload::JobGpus {
+                job_id: job.id.clone(),
+                team: job.team.clone(),
+                gpus: job.gpus,
+                since: since.unwrap_or(now),
+            };
+            // The job's GPUs now, one query per job; a back end that is down leaves the
+            // cells coloured by allocation only (and is not asked again for the next job).
+            let readings = match (&self.metrics, since) {
+                (Some(m), Some(_)) if metrics_note.is_none() => match m
+                    .series(&gpus, now, now, chrono::TimeDelta::seconds(60))
+                    .await
+                {
+                    Ok(s) => Some(s.gpus),
+                    Err(e) => {
+                        tracing::debug!(job.id = %job.id, error = %e, "pools grid: no utilization");
+                        metrics_note = Some(format!(
+                            "Utilization not shown. Metrics unavailable: {} ({}).",
+                            e.reason(),
+                            now.format("%H:%M UTC")
+                        ));
+                        None
+                    }
+                },
+                _ => None,
+            };
+            let mut g = 0u32;
+            for node in &job.node_names {
+                let row = match grid.nodes.iter().position(|n| &n.name == node) {
+                    Some(i) => i,
+                    None => {
+                        grid.nodes.push(empty_node(node.clone(), per_node));
+                        grid.nodes.len() - 1
+                    }
+                };
+                for cell in grid.nodes[row].cells.iter_mut().filter(|c| c.job.is_none()) {
+                    if g >= job.gpus {
+                        break;
+                    }
+                    let util = readings
+                        .as_ref()
+                        .and_then(|tracks| tracks.get(g as usize))
+                        .and_then(|t| t.readings.first().copied().flatten())
+                        .map(|r| r.util_pct);
+                    *cell = GridCell {
+                        job: Some(if visible {
+                            job.name.clone()
+                        } else {
+                            "another team".into()
+                        }),
+                        job_id: visible.then(|| job.id.clone()),
+                        util_pct: util,
+                    };
+                    g += 1;
+                }
+            }
+        }
+        for g in &mut grids {
+            g.metrics_note.clone_from(&metrics_note);
+        }
+        Ok(grids)
+    }
+}

@@ -1,0 +1,248 @@
+//! Who people are: sign-in through an OpenID provider, sign-in audit, readiness of the
+//! store that holds them, and the sim clock an admin may move.
+
+use app::error::ApiError;
+use app::model::Viewer;
+use chrono::{DateTime, Utc};
+
+use super::*;
+use crate::db::DbError;
+use crate::domain::audit::AuditEntry;
+use crate::domain::identity::IdentitySignIn;
+
+impl Portal {
+    /// Whether the database answers (`/readyz`).
+    pub async fn database_ready(&self) -> Result<(), DbError> {
+        self.db.ping().await
+    }
+
+    /// The cluster's clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.cluster.now()
+    }
+
+    /// The teams Gantry has, to map a provider's groups onto.
+    pub async fn team_ids(&self) -> Result<Vec<String>, ApiError> {
+        Ok(self.db.team_ids().await?)
+    }
+
+    /// Records a sign-in through the OpenID provider; the user id it is known by.
+    pub async fn sign_in_identity(&self, record: &IdentitySignIn<'_>) -> Result<String, ApiError> {
+        Ok(self.db.sign_in_identity(record).await?)
+    }
+
+    /// An admin's sign-in, in the audit log.
+    pub async fn audit_sign_in(
+        &self,
+        user: &str,
+        method: &str,
+        address: Option<String>,
+    ) -> Result<(), ApiError> {
+        let mut entry = AuditEntry::new(user, "auth.sign_in", user, Utc::now());
+        entry.after = Some(serde_json::json!({ "method": method }));
+        entry.address = address;
+        self.audit(entry).await
+    }
+
+    /// Moves the manual sim clock by `seconds` (admins only); the new time.
+    pub async fn advance_sim(
+        &self,
+        viewer: &Viewer,
+        seconds: i64,
+    ) -> Result<DateTime<Utc>, ApiError> {
+        let Some(sim) = self.sim.as_ref() else {
+            return Err(ApiError::not_found(
+                "the sim clock exists only with the sim back end",
+            ));
+        };
+        if !viewer.is_admin {
+            return Err(ApiError::forbidden("only an admin can move the sim clock"));
+        }
+        if !(1..=30 * 86400).contains(&seconds) {
+            return Err(ApiError::invalid(
+                "seconds",
+                "must be between 1 and 2592000 (30 days)",
+            ));
+        }
+        let Some(now) = sim.advance(chrono::Duration::seconds(seconds)) else {
+            return Err(ApiError::conflict(
+                "the sim clock is scaled; set GANTRY__SIM__CLOCK=manual to move it by hand",
+            ));
+        };
+        self.sync().await;
+        if let Err(e) = self.db.save_sim_clock(now).await {
+            tracing::warn!(error = %e, "could not save the sim clock");
+        }
+        Ok(now)
+    }
+}
+
+/// Live (unrevoked) personal API tokens a user may hold.
+pub const MAX_LIVE_TOKENS: usize = 20;
+
+fn token_info(t: crate::db::TokenRow) -> ApiTokenInfo {
+    ApiTokenInfo {
+        id: t.id,
+        name: t.name,
+        prefix: t.prefix,
+        created_at: t.created_at,
+        expires_at: t.expires_at,
+        last_used_at: t.last_used_at,
+        revoked_at: t.revoked_at,
+    }
+}
+
+impl Portal {
+    pub fn session_limits(&self) -> session::SessionLimits {
+        self.session_limits
+    }
+
+    /// The user a personal API token stands for; 401 for an unknown, revoked or expired one.
+    pub async fn viewer_by_token(&self, token: &str) -> Result<Viewer, ApiError> {
+        let refused = || {
+            ApiError::new(
+                app::error::ErrorCode::Unauthorized,
+                "this API token is not valid: it is unknown, revoked or expired",
+            )
+        };
+        let row = self
+            .db
+            .token_by_hash(&crate::domain::token::token_hash(token))
+            .await?
+            .ok_or_else(refused)?;
+        let now = Utc::now();
+        if row.revoked_at.is_some() || row.expires_at.is_some_and(|e| e <= now) {
+            return Err(refused());
+        }
+        // "Last used" to the minute: not a database write on every call.
+        if row
+            .last_used_at
+            .is_none_or(|t| now - t > chrono::TimeDelta::minutes(1))
+        {
+            self.db.touch_token(&row.id, now).await?;
+        }
+        self.db.get_viewer(&row.user).await?.ok_or_else(refused)
+    }
+
+    pub async fn viewer_by_id(&self, user: &str) -> Result<Option<Viewer>, ApiError> {
+        crate::input::single_line("user", user)?;
+        Ok(self.db.get_viewer(user).await?)
+    }
+
+    pub async fn viewer(&self, parts: &http::request::Parts) -> Result<Option<Viewer>, ApiError> {
+        let Some(session) = parts.extensions.get::<tower_sessions::Session>() else {
+            return Ok(None);
+        };
+        match session::session_user(session, self.session_limits).await? {
+            Some(user) => self.viewer_by_id(&user).await,
+            None => Ok(None),
+        }
+    }
+
+    pub async fn sign_in_options(
+        &self,
+        parts: &http::request::Parts,
+    ) -> Result<SignInOptions, ApiError> {
+        let mut demo_users = Vec::new();
+        if self.dev_login {
+            for id in self.db.list_user_ids().await? {
+                if let Some(v) = self.db.get_viewer(&id).await? {
+                    demo_users.push(v);
+                }
+            }
+        }
+        let ended = match parts.extensions.get::<tower_sessions::Session>() {
+            Some(s) => session::session_ended(s).await,
+            None => None,
+        };
+        Ok(SignInOptions {
+            demo_users,
+            sso_provider: self.sso_provider.clone(),
+            ended,
+        })
+    }
+
+    pub async fn list_tokens(&self, viewer: &Viewer) -> Result<Vec<ApiTokenInfo>, ApiError> {
+        Ok(self
+            .db
+            .list_tokens(&viewer.user)
+            .await?
+            .into_iter()
+            .map(token_info)
+            .collect())
+    }
+
+    pub async fn create_token(
+        &self,
+        viewer: &Viewer,
+        name: String,
+        expires_in_days: Option<u32>,
+    ) -> Result<NewApiToken, ApiError> {
+        crate::input::single_line("name", &name)?;
+        let name = name.trim().to_string();
+        if name.is_empty() || name.chars().count() > 64 {
+            return Err(ApiError::invalid(
+                "name",
+                "give the token a name of 1 to 64 characters, e.g. \"ci-pipeline\"",
+            ));
+        }
+        if let Some(d) = expires_in_days {
+            if !(1..=365).contains(&d) {
+                return Err(ApiError::invalid(
+                    "expires_in_days",
+                    format!("must be 1 to 365 days, or empty for no expiry; got {d}"),
+                ));
+            }
+        }
+        let live = self
+            .db
+            .list_tokens(&viewer.user)
+            .await?
+            .iter()
+            .filter(|t| t.revoked_at.is_none())
+            .count();
+        if live >= MAX_LIVE_TOKENS {
+            return Err(ApiError::conflict(format!(
+                "you already have {live} live tokens, the most allowed; revoke one first"
+            )));
+        }
+        let now = Utc::now();
+        let (token, hash) = crate::domain::token::new_token();
+        let row = crate::db::TokenRow {
+            id: uuid::Uuid::now_v7().to_string(),
+            user: viewer.user.clone(),
+            name,
+            prefix: token
+                .chars()
+                .take(crate::domain::token::TOKEN_PREFIX.len() + 4)
+                .collect(),
+            created_at: now,
+            expires_at: expires_in_days.map(|d| now + chrono::TimeDelta::days(d.into())),
+            last_used_at: None,
+            revoked_at: None,
+        };
+        self.db.insert_token(&row, &hash).await?;
+        let mut entry = crate::db::AuditEntry::new(&viewer.user, "token.create", &viewer.user, now);
+        entry.after =
+            Some(serde_json::json!({"id": row.id, "name": row.name, "expires_at": row.expires_at}));
+        self.audit(entry).await?;
+        Ok(NewApiToken {
+            token,
+            info: token_info(row),
+        })
+    }
+
+    pub async fn revoke_token(&self, viewer: &Viewer, id: &str) -> Result<(), ApiError> {
+        crate::input::single_line("id", id)?;
+        let now = Utc::now();
+        if !self.db.revoke_token(&viewer.user, id, now).await? {
+            return Err(ApiError::not_found(format!(
+                "you have no live API token with id '{id}'"
+            )));
+        }
+        let mut entry = crate::db::AuditEntry::new(&viewer.user, "token.revoke", &viewer.user, now);
+        entry.before = Some(serde_json::json!({"id": id}));
+        self.audit(entry).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,272 @@
+//! Jobs: the list and one job as a viewer may see them (with queue positions, reasons and
+//! ETAs from the cluster), cancel, and the home page's summary.
+
+use super::*;
+
+impl Portal {
+    /// The queue of every pool these rows wait in, in order (Kueue's visibility API).
+    pub(super) async fn queues_for(
+        &self,
+        rows: &[JobRow],
+    ) -> Result<HashMap<String, std::sync::Arc<Vec<PendingWorkload>>>, ApiError> {
+        let mut pools: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.state == JobState::Queued)
+            .map(|r| r.pool.as_str())
+            .collect();
+        pools.sort();
+        pools.dedup();
+        let mut out = HashMap::new();
+        for pool in pools {
+            // A cluster that does not answer costs the positions, not the page.
+            match self.cluster.pending(pool).await {
+                Ok(q) => {
+                    out.insert(pool.to_string(), q);
+                }
+                Err(e) => tracing::warn!(pool, error = %e, "no queue positions from the cluster"),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The jobs ahead of `position` in a pool's queue, as `viewer` may see them.
+    pub(super) async fn ahead_of(
+        &self,
+        viewer: &Viewer,
+        queue: &[PendingWorkload],
+        position: u32,
+    ) -> Result<Vec<AheadJob>, ApiError> {
+        let ahead = &queue[..(position.saturating_sub(1) as usize).min(queue.len())];
+        let own: Vec<&str> = ahead
+            .iter()
+            .filter(|p| Self::may_see(viewer, &p.team))
+            .map(|p| p.job_id.as_str())
+            .collect();
+        let names = if own.is_empty() {
+            HashMap::new()
+        } else {
+            self.db.job_names(&own).await?
+        };
+        Ok(ahead
+            .iter()
+            .take(MAX_AHEAD)
+            .map(|p| {
+                let named = names.get(&p.job_id);
+                AheadJob {
+                    position: p.position_in_pool,
+                    team: p.team.clone(),
+                    gpus: p.gpus,
+                    priority: p.priority,
+                    submitted_at: p.submitted_at,
+                    id: named.map(|_| p.job_id.clone()),
+                    name: named.map(|(n, _)| n.clone()),
+                    user: named.map(|(_, u)| u.clone()),
+                }
+            })
+            .collect())
+    }
+
+    pub(super) async fn to_jobs(
+        &self,
+        viewer: &Viewer,
+        rows: Vec<JobRow>,
+        with_ahead: bool,
+    ) -> Result<Vec<Job>, ApiError> {
+        let queues = self.queues_for(&rows).await?;
+        let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+        let mut events = self.db.events_for(&ids).await?;
+        let mut jobs = Vec::with_capacity(rows.len());
+        for r in rows {
+            let queue = queues.get(&r.pool);
+            let p = queue.and_then(|q| q.iter().find(|p| p.job_id == r.id));
+            let ahead = match (with_ahead, queue, p) {
+                (true, Some(q), Some(p)) => self.ahead_of(viewer, q, p.position_in_pool).await?,
+                _ => Vec::new(),
+            };
+            let can_cancel = r.state.is_active()
+                && (r.user == viewer.user || viewer.is_lead_of(&r.team) || viewer.is_admin);
+            let events = events.remove(&r.id).unwrap_or_default();
+            let preemptions = events
+                .iter()
+                .filter(|e| e.kind == "preempted")
+                .map(|e| Preemption {
+                    at: e.at,
+                    reason: e.reason.clone(),
+                })
+                .collect();
+            jobs.push(Job {
+                events,
+                preemptions,
+                ahead,
+                queue_position: p.map(|p| p.position_in_pool),
+                queue_position_in_team: p.map(|p| p.position_in_team),
+                eta: p.and_then(|p| p.eta),
+                pending_reason: match (r.state, p) {
+                    (JobState::Queued, Some(p)) => Some(p.reason.clone()),
+                    (JobState::Queued, None) if r.sent_at.is_none() => Some(
+                        "Stored, not yet sent: the cluster is unreachable; Gantry retries every 10 s"
+                            .to_string(),
+                    ),
+                    (JobState::Queued, None) => Some(
+                        "Sent to the cluster; waiting for Kueue to list it in the queue"
+                            .to_string(),
+                    ),
+                    _ => None,
+                },
+                nodes: nodes_for(r.gpus),
+                id: r.id,
+                name: r.name,
+                template: r.template,
+                template_version: r.template_version,
+                team: r.team,
+                user: r.user,
+                pool: r.pool,
+                gpus: r.gpus,
+                priority: r.priority,
+                state: r.state,
+                created_at: r.created_at,
+                admitted_at: r.admitted_at,
+                finished_at: r.finished_at,
+                params: r.params,
+                max_runtime_s: r.max_runtime_s,
+                node_names: if r.state.holds_gpus() {
+                    r.node_names
+                } else {
+                    Vec::new()
+                },
+                can_cancel,
+            });
+        }
+        Ok(jobs)
+    }
+
+    /// A job the viewer may see; another team's job is "not found", not "forbidden".
+    pub(super) async fn visible_row(&self, viewer: &Viewer, id: &str) -> Result<JobRow, ApiError> {
+        crate::input::single_line("id", id)?;
+        let not_found = || ApiError::not_found(format!("no job with id '{id}'"));
+        let row = match self.db.get_job(id).await {
+            Ok(r) => r,
+            Err(DbError::NotFound) => return Err(not_found()),
+            Err(e) => return Err(e.into()),
+        };
+        if !Self::may_see(viewer, &row.team) {
+            return Err(not_found());
+        }
+        Ok(row)
+    }
+
+    pub async fn get_job(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError> {
+        let row = self.visible_row(viewer, id).await?;
+        Ok(self.to_jobs(viewer, vec![row], true).await?.remove(0))
+    }
+
+    pub async fn list_jobs(&self, viewer: &Viewer, filter: JobFilter) -> Result<JobList, ApiError> {
+        crate::input::single_line_opt("team", filter.team.as_deref())?;
+        let teams = match &filter.team {
+            Some(t) if Self::may_see(viewer, t) => Some(vec![t.clone()]),
+            Some(t) => {
+                return Err(ApiError::forbidden(format!(
+                    "you can list only your own team's jobs, not team '{t}'"
+                ))
+                .with_field("team"))
+            }
+            None if viewer.is_admin => None,
+            None => Some(viewer.teams.iter().map(|m| m.team.clone()).collect()),
+        };
+        let rows = self
+            .db
+            .list_jobs(&JobQuery {
+                teams,
+                user: filter.mine.then(|| viewer.user.clone()),
+                state: filter.state,
+                limit: 500,
+            })
+            .await?;
+        Ok(JobList {
+            jobs: self.to_jobs(viewer, rows, false).await?,
+            now: self.cluster.now(),
+        })
+    }
+
+    #[tracing::instrument(skip(self, viewer), fields(user = %viewer.user))]
+    pub async fn cancel_job(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError> {
+        let row = self.visible_row(viewer, id).await?;
+        if !(row.user == viewer.user || viewer.is_lead_of(&row.team) || viewer.is_admin) {
+            return Err(ApiError::forbidden(format!(
+                "only {} (who launched it), a lead of team {} or an admin can cancel this job",
+                row.user, row.team
+            )));
+        }
+        if !row.state.is_active() {
+            return Err(ApiError::conflict(format!(
+                "the job has already {}; only queued, admitted or running jobs can be cancelled",
+                row.state
+            )));
+        }
+        // The database first, with who cancelled; then the cluster. Should the cluster not
+        // answer, the reconciler deletes workloads of cancelled jobs when it can.
+        let at = self.cluster.now();
+        let reason = format!("Cancelled by {}", viewer.user);
+        let by_admin = viewer.is_admin && row.user != viewer.user && !viewer.is_lead_of(&row.team);
+        let applied = self
+            .db
+            .transition(&Transition {
+                job_id: id,
+                from: &[JobState::Queued, JobState::Admitted, JobState::Running],
+                to: JobState::Cancelled,
+                at,
+                reason: &reason,
+                node_names: None,
+                kind: None,
+            })
+            .await?;
+        if applied {
+            if by_admin {
+                // An admin acting on another team's job is an admin action: audited.
+                let mut entry =
+                    crate::db::AuditEntry::new(&viewer.user, "job.cancel", id, Utc::now());
+                entry.before = Some(
+                    serde_json::json!({"state": row.state.as_str(), "team": row.team, "user": row.user}),
+                );
+                entry.after = Some(serde_json::json!({"state": "cancelled"}));
+                entry.address = context::current_client_addr();
+                self.audit(entry).await?;
+            }
+            self.publish(LiveChange {
+                job_id: id.to_string(),
+                team: row.team.clone(),
+                pool: row.pool.clone(),
+                state: JobState::Cancelled,
+                at,
+            });
+        }
+        if let Err(e) = self.cluster.cancel(id).await {
+            tracing::warn!(job.id = %id, error = %e, "cluster did not delete the job yet; it will be retried");
+        }
+        self.sync().await;
+        self.get_job(viewer, id).await
+    }
+
+    pub async fn home(&self, viewer: &Viewer) -> Result<HomeView, ApiError> {
+        let mine = self
+            .list_jobs(
+                viewer,
+                JobFilter {
+                    mine: true,
+                    ..Default::default()
+                },
+            )
+            .await?;
+        Ok(HomeView {
+            viewer: viewer.clone(),
+            active_jobs: mine
+                .jobs
+                .into_iter()
+                .filter(|j| j.state.is_active())
+                .collect(),
+            quotas: self.quota_use(viewer).await?,
+            pools: self.list_pools(viewer).await?,
+            now: self.cluster.now(),
+        })
+    }
+}

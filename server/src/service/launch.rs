@@ -1,0 +1,368 @@
+//! A launch: checked against the template, the pool and the quotas, stored before it is sent,
+//! sent to the cluster; what it would submit (the manifest) and whether it fits now.
+
+use super::*;
+
+/// A stored job as the cluster gets it (the reconciler re-sends these).
+pub async fn workload_of(db: &crate::db::Db, row: &JobRow) -> anyhow::Result<WorkloadSpec> {
+    let template = db
+        .template_version(&row.template, row.template_version)
+        .await?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "job {} names template {} v{} that is not stored",
+                row.id,
+                row.template,
+                row.template_version
+            )
+        })?;
+    Ok(stored_workload(
+        row,
+        run_spec(&template, &row.name, &row.user, &row.params),
+    ))
+}
+
+/// A stored job as a workload, with its submission time kept.
+pub fn stored_workload(row: &JobRow, run: RunSpec) -> WorkloadSpec {
+    WorkloadSpec {
+        job_id: row.id.clone(),
+        team: row.team.clone(),
+        pool: row.pool.clone(),
+        gpus: row.gpus,
+        priority: row.priority,
+        submitted_at: row.created_at,
+        max_runtime_s: row.max_runtime_s,
+        run,
+    }
+}
+
+/// A launch that passed every check, ready to store.
+struct ValidLaunch {
+    template: Template,
+    team: String,
+    pool: String,
+    gpus: u32,
+    priority: Priority,
+    params: Map<String, Value>,
+    max_runtime_s: u64,
+    name: Option<String>,
+}
+
+impl ValidLaunch {
+    /// The workload this launch is, as the cluster gets it.
+    fn workload(&self, job_id: String, submitted_at: DateTime<Utc>, run: RunSpec) -> WorkloadSpec {
+        WorkloadSpec {
+            job_id,
+            team: self.team.clone(),
+            pool: self.pool.clone(),
+            gpus: self.gpus,
+            priority: self.priority,
+            submitted_at,
+            max_runtime_s: self.max_runtime_s,
+            run,
+        }
+    }
+}
+
+impl Portal {
+    async fn validate(
+        &self,
+        viewer: &Viewer,
+        req: &LaunchRequest,
+    ) -> Result<ValidLaunch, ApiError> {
+        use crate::input::{json_single_line, single_line, single_line_opt};
+        single_line("template", &req.template)?;
+        single_line_opt("pool", req.pool.as_deref())?;
+        single_line_opt("team", req.team.as_deref())?;
+        single_line_opt("name", req.name.as_deref())?;
+        for (key, value) in &req.params {
+            let field = format!("params.{}", key.escape_debug());
+            single_line(&field, key)?;
+            json_single_line(&field, value)?;
+        }
+        let team = match &req.team {
+            Some(t) if viewer.is_member_of(t) => t.clone(),
+            Some(t) => {
+                return Err(ApiError::forbidden(format!("you are not a member of team '{t}'")).with_field("team"))
+            }
+            None => viewer
+                .primary_team()
+                .ok_or_else(|| ApiError::invalid("team", "you are not a member of any team, so you cannot launch jobs yet; ask an admin to add you to one"))?
+                .to_string(),
+        };
+        let templates = self.db.list_templates().await?;
+        let template = templates
+            .iter()
+            .find(|t| t.name == req.template)
+            .cloned()
+            .ok_or_else(|| {
+                let known: Vec<&str> = templates.iter().map(|t| t.name.as_str()).collect();
+                ApiError::invalid(
+                    "template",
+                    format!(
+                        "unknown template '{}'; known templates: {}",
+                        req.template,
+                        known.join(", ")
+                    ),
+                )
+            })?;
+        let pools = self.cluster.pools().await?;
+        let pool_name = req
+            .pool
+            .clone()
+            .unwrap_or_else(|| template.default_pool.clone());
+        let pool = pools.iter().find(|p| p.name == pool_name).ok_or_else(|| {
+            let known: Vec<&str> = pools.iter().map(|p| p.name.as_str()).collect();
+            ApiError::invalid(
+                "pool",
+                format!("unknown pool '{pool_name}'; pools: {}", known.join(", ")),
+            )
+        })?;
+        let gpus = req.gpus;
+        if gpus == 0
+            || (gpus <= GPUS_PER_NODE && !gpus.is_power_of_two())
+            || (gpus > GPUS_PER_NODE && !gpus.is_multiple_of(GPUS_PER_NODE))
+        {
+            return Err(ApiError::invalid("gpus", format!("{gpus} GPUs is not a gang size: use 1, 2, 4 or 8 on one node, or a multiple of 8 for whole nodes")));
+        }
+        if !template.allowed_gpus.contains(&gpus) {
+            let allowed: Vec<String> = template
+                .allowed_gpus
+                .iter()
+                .map(|g| g.to_string())
+                .collect();
+            return Err(ApiError::invalid(
+                "gpus",
+                format!(
+                    "template {} runs on {} GPUs, not {gpus}",
+                    template.name,
+                    allowed.join(", ")
+                ),
+            ));
+        }
+        if gpus > pool.gpus_total {
+            return Err(ApiError::invalid(
+                "gpus",
+                format!(
+                    "{} has {} GPUs in all: a {gpus}-GPU gang could never be admitted",
+                    pool.name, pool.gpus_total
+                ),
+            ));
+        }
+        let mut params = Map::new();
+        for (key, _) in req.params.iter() {
+            if !template.params.iter().any(|p| &p.name == key) {
+                let known: Vec<&str> = template.params.iter().map(|p| p.name.as_str()).collect();
+                return Err(ApiError::invalid(
+                    format!("params.{key}"),
+                    format!(
+                        "unknown parameter '{key}'; {} takes: {}",
+                        template.name,
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        for spec in &template.params {
+            let value = match req.params.get(&spec.name) {
+                Some(v) => spec.check(v).map_err(|m| {
+                    ApiError::invalid(
+                        format!("params.{}", spec.name),
+                        format!("{} {m}", spec.name),
+                    )
+                })?,
+                None => spec.default.clone(),
+            };
+            params.insert(spec.name.clone(), value);
+        }
+        let max_runtime_s = req.max_runtime_s.unwrap_or(template.default_max_runtime_s);
+        if !(MIN_RUNTIME_S..=MAX_RUNTIME_LIMIT_S).contains(&max_runtime_s) {
+            return Err(ApiError::invalid("max_runtime_s", format!("must be between {MIN_RUNTIME_S} s (1 minute) and {MAX_RUNTIME_LIMIT_S} s (14 days), got {max_runtime_s}")));
+        }
+        let name = match req.name.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(n) if n.chars().count() > 100 => {
+                return Err(ApiError::invalid("name", "must be at most 100 characters"))
+            }
+            Some(n) if n.chars().any(char::is_control) => {
+                return Err(ApiError::invalid(
+                    "name",
+                    "must not contain control characters",
+                ))
+            }
+            Some(n) => Some(n.to_string()),
+        };
+        Ok(ValidLaunch {
+            template,
+            team,
+            pool: pool.name.clone(),
+            gpus,
+            priority: req.priority.unwrap_or_default(),
+            params,
+            max_runtime_s,
+            name,
+        })
+    }
+
+    #[tracing::instrument(skip(self, viewer, req, key), fields(user = %viewer.user, template = %req.template, gpus = req.gpus))]
+    pub async fn launch_job(
+        &self,
+        viewer: &Viewer,
+        req: LaunchRequest,
+        key: Option<String>,
+    ) -> Result<(Job, bool), ApiError> {
+        let body = serde_json::to_string(&req).map_err(internal)?;
+        if let Some(key) = key.as_deref() {
+            crate::input::single_line("Idempotency-Key", key)?;
+            if key.is_empty() || key.len() > 200 {
+                return Err(ApiError::invalid(
+                    "Idempotency-Key",
+                    "must be 1 to 200 characters",
+                ));
+            }
+            if let Some(existing) = self.db.find_by_idempotency_key(&viewer.user, key).await? {
+                return self.repeat(viewer, existing, &body).await;
+            }
+        }
+        let v = self.validate(viewer, &req).await?;
+        self.admissibility(&v).await?;
+        let now = self.cluster.now();
+        let id = uuid::Uuid::now_v7().to_string();
+        let name = v
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{}-{}", v.template.name, &id[id.len() - 6..]));
+        let new = NewJob {
+            id: &id,
+            name: &name,
+            template: &v.template.name,
+            template_version: v.template.version,
+            team: &v.team,
+            user: &viewer.user,
+            pool: &v.pool,
+            gpus: v.gpus,
+            priority: v.priority,
+            params: &v.params,
+            max_runtime_s: v.max_runtime_s,
+            idempotency_key: key.as_deref(),
+            request_body: &body,
+            created_at: now,
+        };
+        let reason = format!(
+            "Launched by {} ({} v{})",
+            viewer.user, v.template.name, v.template.version
+        );
+        match self.db.insert_job(&new, &reason).await {
+            Ok(()) => {}
+            Err(DbError::Conflict) if key.is_some() => {
+                // A concurrent request with the same key won the race: answer as a repeat.
+                let existing = self
+                    .db
+                    .find_by_idempotency_key(&viewer.user, key.as_deref().unwrap_or_default())
+                    .await?;
+                return match existing {
+                    Some(e) => self.repeat(viewer, e, &body).await,
+                    None => Err(ApiError::conflict(
+                        "a launch with this Idempotency-Key is in progress",
+                    )),
+                };
+            }
+            Err(e) => return Err(e.into()),
+        }
+        tracing::info!(job.id = %id, team = %v.team, pool = %v.pool, "job stored");
+        // Stored first; now the cluster. If it is unreachable the job stays queued and the
+        // reconciler sends it later.
+        let spec = v.workload(
+            id.clone(),
+            now,
+            run_spec(&v.template, &name, &viewer.user, &v.params),
+        );
+        match self.cluster.submit(spec).await {
+            Ok(()) => self.db.mark_sent(&id, self.cluster.now()).await?,
+            Err(e) => {
+                tracing::warn!(job.id = %id, error = %e, "cluster did not take the job yet; it will be retried")
+            }
+        }
+        self.publish(LiveChange {
+            job_id: id.clone(),
+            team: v.team,
+            pool: v.pool,
+            state: JobState::Queued,
+            at: now,
+        });
+        self.sync().await;
+        let job = self.get_job(viewer, &id).await?;
+        Ok((job, true))
+    }
+
+    pub(super) async fn repeat(
+        &self,
+        viewer: &Viewer,
+        existing: JobRow,
+        body: &str,
+    ) -> Result<(Job, bool), ApiError> {
+        if existing.request_body.as_deref() != Some(body) {
+            return Err(ApiError::invalid(
+                "Idempotency-Key",
+                "this key was already used for a different launch; use a new key for a new launch",
+            ));
+        }
+        Ok((self.get_job(viewer, &existing.id).await?, false))
+    }
+
+    /// What the cluster would do with this launch now. A gang larger than the team may hold
+    /// under the current quotas (`never`) is accepted and waits, as Kueue keeps it pending:
+    /// quotas change and cohorts grow. (One larger than the pool is refused in `validate`.)
+    async fn admissibility(
+        &self,
+        v: &ValidLaunch,
+    ) -> Result<crate::cluster::Admissibility, ApiError> {
+        let spec = v.workload(String::new(), self.cluster.now(), RunSpec::default());
+        Ok(self.cluster.check(&spec).await?)
+    }
+
+    pub async fn check_launch(
+        &self,
+        viewer: &Viewer,
+        req: LaunchRequest,
+    ) -> Result<LaunchCheck, ApiError> {
+        let v = self.validate(viewer, &req).await?;
+        let a = self.admissibility(&v).await?;
+        Ok(LaunchCheck {
+            fits_now: a.fits_now,
+            jobs_ahead: a.ahead,
+            reason: a.reason,
+            eta: a.eta,
+            now: self.cluster.now(),
+            cannot_start: a.never,
+        })
+    }
+
+    /// The JobSet or TrainJob this launch would submit (Kubernetes back end only). The job id
+    /// and name are placeholders until the launch.
+    pub async fn launch_manifest(
+        &self,
+        viewer: &Viewer,
+        req: LaunchRequest,
+    ) -> Result<Option<String>, ApiError> {
+        let Some(settings) = &self.kube else {
+            return Ok(None);
+        };
+        let v = self.validate(viewer, &req).await?;
+        let id = uuid::Uuid::nil().to_string();
+        let name = v
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{}-<id>", v.template.name));
+        let w = v.workload(
+            id,
+            self.cluster.now(),
+            run_spec(&v.template, &name, &viewer.user, &v.params),
+        );
+        let obj = crate::cluster::k8s::objects::job_object(settings, &w);
+        Ok(Some(format!(
+            "# What Launch submits (the job id, all zeros here, is assigned at launch)\n{}",
+            crate::cluster::k8s::objects::to_yaml(&[obj])
+        )))
+    }
+}

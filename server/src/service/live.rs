@@ -1,0 +1,34 @@
+//! Live changes: what open pages and streams are told, and the sync that makes the cluster
+//! and the database agree before a read.
+
+use super::*;
+
+/// A change a live page may want to know about.
+#[derive(Clone, Debug)]
+pub struct LiveChange {
+    pub job_id: String,
+    pub team: String,
+    pub pool: String,
+    pub state: JobState,
+    pub at: DateTime<Utc>,
+}
+
+impl Portal {
+    pub fn subscribe_live(&self) -> broadcast::Receiver<LiveChange> {
+        self.live.subscribe()
+    }
+
+    pub fn publish(&self, change: LiveChange) {
+        // No receivers is fine: nobody is watching.
+        let _ = self.live.send(change);
+    }
+
+    /// Waits until every cluster event so far is in the database, so a response reflects
+    /// what the cluster already did (an immediate admission, a freed slot).
+    pub async fn sync(&self) {
+        let target = self.cluster.last_seq();
+        let mut rx = self.applied.clone();
+        let _ =
+            tokio::time::timeout(StdDuration::from_secs(2), rx.wait_for(|v| *v >= target)).await;
+    }
+}

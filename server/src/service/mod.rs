@@ -1,0 +1,173 @@
+//! The services behind every page and API route, one file per area: launch, jobs, quotas,
+//! templates, usage, gpu, identity, audit, live. Each method checks who may do it; the JSON
+//! handlers and the server functions ([`backend`]) call the same method and stay thin.
+
+mod audit;
+mod backend;
+pub mod context;
+mod gpu;
+mod identity;
+mod jobs;
+mod launch;
+mod live;
+mod quotas;
+pub mod session;
+mod templates;
+mod usage;
+
+pub use launch::{stored_workload, workload_of};
+pub use live::LiveChange;
+pub use quotas::{parse_strategy, QuotaEdit};
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use app::backend::{Backend, JobFilter};
+use app::error::ApiError;
+use app::model::*;
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use tokio::sync::{broadcast, watch};
+
+use crate::cluster::{Cluster, ClusterError, PendingWorkload, RunSpec, WorkloadSpec};
+use crate::db::{Db, DbError, JobQuery, JobRow, NewJob, Transition};
+pub use crate::domain::workload::run_spec;
+use context::current_request_id;
+
+pub use crate::domain::template_def::{MAX_RUNTIME_LIMIT_S, MIN_RUNTIME_S};
+/// The most jobs a "who is ahead" list shows.
+pub const MAX_AHEAD: usize = 100;
+
+/// The services: the database, the cluster and the settings behind every operation. Its
+/// methods, one per operation and each with its permission checks, live in this module's
+/// files by area; [`Backend`] (the server functions) only delegates to them.
+pub struct Portal {
+    db: Db,
+    cluster: Arc<dyn Cluster>,
+    /// Sequence number of the last cluster event written to the database.
+    applied: watch::Receiver<u64>,
+    live: broadcast::Sender<LiveChange>,
+    dev_login: bool,
+    /// The OpenID provider's name, when single sign-on is configured.
+    sso_provider: Option<String>,
+    /// Sessions end this long after sign-in.
+    session_limits: session::SessionLimits,
+    /// The time zone accounting days are counted in.
+    usage_tz: chrono_tz::Tz,
+    /// Where GPU utilization comes from, if anywhere.
+    metrics: Option<Arc<dyn crate::metrics::Metrics>>,
+    /// The Kubernetes object settings, when that is the back end.
+    kube: Option<crate::config::KubeSettings>,
+    /// Quota edits one at a time (with the version check, two admins never overwrite).
+    quota_edits: tokio::sync::Mutex<()>,
+    /// The sim cluster when it is the back end, for moving its manual clock.
+    sim: Option<Arc<crate::cluster::sim::SimCluster>>,
+}
+
+impl From<DbError> for ApiError {
+    fn from(e: DbError) -> Self {
+        match e {
+            DbError::NotFound => ApiError::not_found("not found"),
+            DbError::Conflict => ApiError::conflict("that already exists"),
+            other => internal(other),
+        }
+    }
+}
+
+impl From<ClusterError> for ApiError {
+    fn from(e: ClusterError) -> Self {
+        match e {
+            ClusterError::Conflict(m) => ApiError::conflict(format!(
+                "the cluster kept a value someone else set, nothing was changed: {m}"
+            )),
+            other => internal(other),
+        }
+    }
+}
+
+pub fn internal(e: impl std::fmt::Display) -> ApiError {
+    let id = current_request_id();
+    tracing::error!(request_id = %id, error = %e, "internal error");
+    ApiError::internal(&id)
+}
+
+impl Portal {
+    pub fn new(
+        db: Db,
+        cluster: Arc<dyn Cluster>,
+        applied: watch::Receiver<u64>,
+        live: broadcast::Sender<LiveChange>,
+        dev_login: bool,
+    ) -> Self {
+        Portal {
+            db,
+            cluster,
+            applied,
+            live,
+            dev_login,
+            sso_provider: None,
+            session_limits: session::SessionLimits {
+                absolute: chrono::TimeDelta::hours(24),
+                idle: chrono::TimeDelta::hours(12),
+            },
+            usage_tz: chrono_tz::Tz::UTC,
+            metrics: None,
+            kube: None,
+            quota_edits: tokio::sync::Mutex::new(()),
+            sim: None,
+        }
+    }
+
+    /// The database, for start-up, the workers and tests; routes go through the services
+    /// (tests/layers.rs fails on `http` code that reaches it).
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// The cluster, for start-up, the workers and tests (as [`Portal::db`]).
+    pub fn cluster(&self) -> &Arc<dyn Cluster> {
+        &self.cluster
+    }
+
+    /// The sim cluster, when it is the back end (its clock can be moved by hand).
+    pub fn with_sim(mut self, sim: Option<Arc<crate::cluster::sim::SimCluster>>) -> Self {
+        self.sim = sim;
+        self
+    }
+
+    /// Sign-in settings: the provider's name for the sign-in page, the sessions' lifetime.
+    pub fn with_auth(mut self, auth: &crate::config::AuthConfig) -> Self {
+        self.sso_provider = auth.oidc.as_ref().map(|o| o.provider_name.clone());
+        let minutes = |m: f64| chrono::TimeDelta::milliseconds((m * 60_000.0) as i64);
+        self.session_limits = session::SessionLimits {
+            absolute: minutes(auth.session_absolute_minutes),
+            idle: minutes(auth.session_idle_minutes),
+        };
+        self
+    }
+
+    /// Accounting settings: the time zone of report days.
+    pub fn with_usage(mut self, usage: &crate::config::UsageConfig) -> Self {
+        self.usage_tz = usage.tz();
+        self
+    }
+
+    pub fn with_metrics(mut self, metrics: Option<Arc<dyn crate::metrics::Metrics>>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// On the Kubernetes back end: launches can show the object they submit.
+    pub fn with_kube(mut self, settings: crate::config::KubeSettings) -> Self {
+        self.kube = Some(settings);
+        self
+    }
+
+    fn may_see(viewer: &Viewer, team: &str) -> bool {
+        viewer.is_admin || viewer.is_member_of(team)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,156 @@
+//! Templates: definitions admins write (checked with their line), immutable versions,
+//! deprecation; the catalogue a viewer may launch from.
+
+use super::*;
+
+impl Portal {
+    /// Creates a template (version 1) from its definition (admins only).
+    pub(super) async fn create_template(
+        &self,
+        viewer: &Viewer,
+        text: &str,
+        address: Option<String>,
+    ) -> Result<Template, ApiError> {
+        let t = self.parse_template(viewer, text).await?;
+        if self.db.template_state(&t.name).await?.is_some() {
+            return Err(ApiError::conflict(format!(
+                "template '{}' exists; add a version with POST /api/v1/templates/{}/versions",
+                t.name, t.name
+            )));
+        }
+        self.db.insert_template(&t, Utc::now()).await?;
+        self.audit_change(viewer, "template.create", &t.name, None, Some(&t), address)
+            .await?;
+        Ok(t)
+    }
+
+    /// A new, immutable version of a template (admins only); jobs keep the version they ran.
+    pub(super) async fn add_template_version(
+        &self,
+        viewer: &Viewer,
+        name: &str,
+        text: &str,
+        address: Option<String>,
+    ) -> Result<Template, ApiError> {
+        crate::input::single_line("name", name)?;
+        let mut t = self.parse_template(viewer, text).await?;
+        let Some((newest, deprecated)) = self.db.template_state(name).await? else {
+            return Err(ApiError::not_found(format!(
+                "there is no template '{name}'"
+            )));
+        };
+        if t.name != name {
+            return Err(ApiError::invalid(
+                "template",
+                format!("line 1: name: must be '{name}', the template in the address"),
+            ));
+        }
+        if deprecated {
+            return Err(ApiError::conflict(format!(
+                "template '{name}' is deprecated"
+            )));
+        }
+        let before = self.db.template_version(name, newest).await?;
+        t.version = newest + 1;
+        self.db.insert_template(&t, Utc::now()).await?;
+        self.audit_change(
+            viewer,
+            "template.version",
+            name,
+            before.as_ref(),
+            Some(&t),
+            address,
+        )
+        .await?;
+        Ok(t)
+    }
+
+    /// Hides a template from Launch (admins only); old jobs still show it.
+    pub async fn deprecate_template(
+        &self,
+        viewer: &Viewer,
+        name: &str,
+        address: Option<String>,
+    ) -> Result<(), ApiError> {
+        if !viewer.is_admin {
+            return Err(ApiError::forbidden("only admins manage templates"));
+        }
+        crate::input::single_line("name", name)?;
+        let Some((newest, _)) = self.db.template_state(name).await? else {
+            return Err(ApiError::not_found(format!(
+                "there is no template '{name}'"
+            )));
+        };
+        if !self.db.deprecate_template(name).await? {
+            return Err(ApiError::conflict(format!(
+                "template '{name}' is already deprecated"
+            )));
+        }
+        let before = self.db.template_version(name, newest).await?;
+        let mut entry =
+            crate::db::AuditEntry::new(&viewer.user, "template.deprecate", name, Utc::now());
+        entry.before =
+            before.map(|t| serde_json::json!({"version": t.version, "deprecated": false}));
+        entry.after = Some(serde_json::json!({"deprecated": true}));
+        entry.address = address;
+        self.audit(entry).await
+    }
+
+    pub(super) async fn parse_template(
+        &self,
+        viewer: &Viewer,
+        text: &str,
+    ) -> Result<Template, ApiError> {
+        if !viewer.is_admin {
+            return Err(ApiError::forbidden("only admins manage templates"));
+        }
+        let pools: Vec<(String, u32)> = self
+            .db
+            .list_pools()
+            .await?
+            .into_iter()
+            .map(|p| (p.name, p.nodes * GPUS_PER_NODE))
+            .collect();
+        // Tab and newline belong to YAML; other control characters, written as they are or
+        // as escapes (`"\0"`), are refused in every value, and newlines only in free text.
+        crate::input::multi_line("template", text)?;
+        let t = crate::domain::template_def::parse(text, &pools)
+            .map_err(|why| ApiError::invalid("template", why))?;
+        let fields = serde_json::to_value(&t).map_err(internal)?;
+        crate::input::json_text("", &fields, &["description", "help"]).map_err(|e| {
+            let at = e.field.unwrap_or_default();
+            ApiError::invalid(
+                "template",
+                format!("{}: {}", at.trim_start_matches('.'), e.message),
+            )
+        })?;
+        Ok(t)
+    }
+
+    pub async fn list_templates(&self, viewer: &Viewer) -> Result<Vec<Template>, ApiError> {
+        let mut list = self.db.list_templates().await?;
+        if let Some(team) = viewer.primary_team() {
+            let used = self.db.last_used_by_team(team).await?;
+            for t in &mut list {
+                t.last_used_by_team = used.get(&t.name).copied();
+            }
+        }
+        Ok(list)
+    }
+
+    pub async fn save_template(
+        &self,
+        viewer: &Viewer,
+        name: Option<String>,
+        definition: String,
+    ) -> Result<Template, ApiError> {
+        let address = context::current_client_addr();
+        match name {
+            None => self.create_template(viewer, &definition, address).await,
+            Some(n) => {
+                self.add_template_version(viewer, &n, &definition, address)
+                    .await
+            }
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! Background work that keeps the database in step with the cluster and the metrics: the
+//! event writer with its resync ([`reconciler`]), the resender and the clock saver
+//! ([`resender`]), and the usage recorder ([`recorder`]).
+
+pub mod reconciler;
+pub mod recorder;
+pub mod resender;

@@ -1,0 +1,478 @@
+//! The event writer: brings the database into agreement with the cluster by writing every
+//! state change the cluster reports, and by comparing the two every few seconds and repairing
+//! the database where it drifted. The resender and the clock saver are in
+//! [`super::resender`], re-exported here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::model::JobState;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+pub use super::resender::{resend_unsent, spawn_clock_saver, spawn_resender, spawn_resender_every};
+use crate::cluster::{Change, Cluster, ClusterEvent, WorkloadPhase};
+use crate::db::{Db, Transition};
+use crate::service::LiveChange;
+
+/// How often the event writer compares the database with the cluster's own list.
+#[derive(Clone, Copy, Debug)]
+pub struct SyncEvery {
+    /// A full comparison at least this often.
+    pub period: Duration,
+    /// After a batch of events, at most this often.
+    pub after_events: Duration,
+}
+
+pub const SYNC_EVERY: SyncEvery = SyncEvery {
+    period: Duration::from_secs(5),
+    after_events: Duration::from_secs(1),
+};
+
+/// Asks the event writer for a comparison with the cluster. The first request turns the
+/// comparisons on: before it the cluster may not hold what it will (the sim is restored from
+/// the database after the writer starts).
+#[derive(Clone)]
+pub struct SyncHandle(Arc<tokio::sync::Notify>);
+
+impl SyncHandle {
+    pub fn request(&self) {
+        self.0.notify_one();
+    }
+}
+
+/// Writes cluster events to the database in order, then marks them applied; compares the
+/// database with the cluster when asked, every few seconds and after each batch of events,
+/// and repairs the database where it drifted (see [`SyncEvery`]).
+pub fn spawn_event_writer(
+    db: Db,
+    cluster: Arc<dyn Cluster>,
+    events: mpsc::UnboundedReceiver<ClusterEvent>,
+    applied: watch::Sender<u64>,
+    live: tokio::sync::broadcast::Sender<LiveChange>,
+) -> (JoinHandle<()>, SyncHandle) {
+    spawn_event_writer_every(db, cluster, events, applied, live, SYNC_EVERY)
+}
+
+pub fn spawn_event_writer_every(
+    db: Db,
+    cluster: Arc<dyn Cluster>,
+    mut events: mpsc::UnboundedReceiver<ClusterEvent>,
+    applied: watch::Sender<u64>,
+    live: tokio::sync::broadcast::Sender<LiveChange>,
+    every: SyncEvery,
+) -> (JoinHandle<()>, SyncHandle) {
+    let requests = Arc::new(tokio::sync::Notify::new());
+    let handle = SyncHandle(requests.clone());
+    let task = tokio::spawn(async move {
+        let mut w = Writer {
+            db,
+            cluster,
+            applied,
+            live,
+            last: 0,
+        };
+        let mut enabled = false;
+        let mut due = false;
+        let mut events_since = false;
+        let mut last_sync = tokio::time::Instant::now();
+        let mut tick = tokio::time::interval(every.period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                ev = events.recv() => {
+                    let Some(ev) = ev else { break };
+                    if w.write(&ev).await == Written::Refused {
+                        due = true;
+                    }
+                    events_since = true;
+                }
+                _ = requests.notified() => {
+                    enabled = true;
+                    due = true;
+                }
+                _ = tick.tick() => due = true,
+            }
+            // A batch ends when no event is waiting.
+            if !enabled || !events.is_empty() {
+                continue;
+            }
+            if due || (events_since && last_sync.elapsed() >= every.after_events) {
+                w.sync_pass(&mut events).await;
+                due = false;
+                events_since = false;
+                last_sync = tokio::time::Instant::now();
+            }
+        }
+    });
+    (task, handle)
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Written {
+    Applied,
+    /// The row was not in a state the event moves on from: the database and the cluster
+    /// disagree, and a comparison is due.
+    Refused,
+}
+
+struct Writer {
+    db: Db,
+    cluster: Arc<dyn Cluster>,
+    applied: watch::Sender<u64>,
+    live: tokio::sync::broadcast::Sender<LiveChange>,
+    /// The sequence number of the last event written.
+    last: u64,
+}
+
+impl Writer {
+    /// Writes one event, retrying until the database takes it, and marks it applied.
+    async fn write(&mut self, ev: &ClusterEvent) -> Written {
+        // A database outage must not lose the event: retry until it is written.
+        let mut delay = Duration::from_millis(100);
+        let out = loop {
+            match apply(&self.db, ev).await {
+                Ok(Outcome::Moved(change)) => {
+                    let _ = self.live.send(change);
+                    break Written::Applied;
+                }
+                Ok(Outcome::AlreadyEnded) => break Written::Applied,
+                Ok(Outcome::Refused) => break Written::Refused,
+                Err(e) => {
+                    tracing::error!(job.id = %ev.job_id, seq = ev.seq, error = %e, "could not store a cluster event; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(10));
+                }
+            }
+        };
+        self.last = self.last.max(ev.seq);
+        self.applied.send_replace(ev.seq);
+        out
+    }
+
+    /// Takes the cluster's list at a moment no event was being sent, writes every event up
+    /// to that moment, then repairs the database wherever it disagrees with that list. No
+    /// event is written during the comparison, so a change in flight is never mistaken for
+    /// drift.
+    async fn sync_pass(&mut self, events: &mut mpsc::UnboundedReceiver<ClusterEvent>) {
+        if !self.cluster.listed() {
+            tracing::debug!("the cluster's list is not complete yet; comparison deferred");
+            return;
+        }
+        for _ in 0..3 {
+            let seq = self.cluster.last_seq();
+            let held = match self.cluster.workloads().await {
+                Ok(h) => h,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not list the cluster's workloads to compare with the database");
+                    return;
+                }
+            };
+            if self.cluster.last_seq() != seq {
+                continue; // the cluster moved while listing; take it again
+            }
+            while self.last < seq {
+                match tokio::time::timeout(Duration::from_secs(5), events.recv()).await {
+                    Ok(Some(ev)) => {
+                        self.write(&ev).await;
+                    }
+                    Ok(None) => return,
+                    Err(_) => {
+                        tracing::warn!(
+                            applied = self.last,
+                            seq,
+                            "cluster events up to the listed moment did not arrive; comparison deferred"
+                        );
+                        return;
+                    }
+                }
+            }
+            match correct_from_cluster(&self.db, self.cluster.as_ref(), &held).await {
+                Ok(changes) => {
+                    if !changes.is_empty() {
+                        tracing::warn!(
+                            count = changes.len(),
+                            "corrected the database from the cluster"
+                        );
+                    }
+                    for c in changes {
+                        let _ = self.live.send(c);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not compare the database with the cluster")
+                }
+            }
+            return;
+        }
+        tracing::debug!("the cluster kept moving; comparison deferred");
+    }
+}
+
+fn nodes_text(nodes: &[String]) -> String {
+    if nodes.is_empty() {
+        "no named nodes".to_string()
+    } else {
+        nodes.join(", ")
+    }
+}
+
+fn same_nodes(a: &[String], b: &[String]) -> bool {
+    let mut a = a.to_vec();
+    let mut b = b.to_vec();
+    a.sort();
+    b.sort();
+    a == b
+}
+
+/// Compares every active job in the database with `held`, the cluster's own list at a
+/// moment whose events are all written, and repairs the database where they differ (the
+/// cluster is the truth), each repair with an event saying so. Queued jobs the cluster
+/// does not hold are the resender's; admitted or running ones it does not hold are queued
+/// again, for the resender to send. Returns the live changes of the repairs.
+pub async fn correct_from_cluster(
+    db: &Db,
+    cluster: &dyn Cluster,
+    held: &[(String, WorkloadPhase)],
+) -> Result<Vec<LiveChange>, crate::db::DbError> {
+    use JobState::*;
+    let held: std::collections::HashMap<&str, &WorkloadPhase> =
+        held.iter().map(|(id, p)| (id.as_str(), p)).collect();
+    let now = cluster.now();
+    let mut out = Vec::new();
+    for row in db.active_jobs().await? {
+        let said = row.state;
+        let mut moves: Vec<(Transition<'_>, String)> = Vec::new();
+        let mut admission = None;
+        let empty: &[String] = &[];
+        match (said, held.get(row.id.as_str())) {
+            (Queued, None | Some(WorkloadPhase::Pending)) => {}
+            (Queued, Some(WorkloadPhase::Admitted { at, nodes, running })) => {
+                moves.push((
+                    Transition {
+                        job_id: &row.id,
+                        from: &[Queued],
+                        to: Admitted,
+                        at: *at,
+                        reason: "",
+                        node_names: Some(nodes.as_slice()),
+                        kind: None,
+                    },
+                    format!(
+                        "Corrected from the cluster: admitted on {} (the database said queued)",
+                        nodes_text(nodes)
+                    ),
+                ));
+                if *running {
+                    moves.push((
+                        Transition {
+                            job_id: &row.id,
+                            from: &[Admitted],
+                            to: Running,
+                            at: now.max(*at),
+                            reason: "",
+                            node_names: None,
+                            kind: None,
+                        },
+                        "Corrected from the cluster: all pods are running (the database said queued)"
+                            .to_string(),
+                    ));
+                }
+            }
+            (Admitted | Running, None | Some(WorkloadPhase::Pending)) => {
+                let reason = if held.contains_key(row.id.as_str()) {
+                    format!("Corrected from the cluster: queued (the database said {said})")
+                } else {
+                    tracing::warn!(job.id = %row.id, state = %said, "the cluster does not hold a job the database says it holds; queued again for the resender");
+                    format!("Corrected from the cluster: the cluster does not hold it (the database said {said}); it will be sent again")
+                };
+                moves.push((
+                    Transition {
+                        job_id: &row.id,
+                        from: &[Admitted, Running],
+                        to: Queued,
+                        at: now,
+                        reason: "",
+                        node_names: Some(empty),
+                        kind: None,
+                    },
+                    reason,
+                ));
+            }
+            (Admitted | Running, Some(WorkloadPhase::Admitted { at, nodes, running })) => {
+                let same_time = row.admitted_at.map(crate::db::ms) == Some(crate::db::ms(*at));
+                if !same_time || !same_nodes(nodes, &row.node_names) {
+                    admission = Some((
+                        *at,
+                        nodes.clone(),
+                        format!(
+                            "Corrected from the cluster: admitted at {} on {} (the database said {} on {})",
+                            at.to_rfc3339(),
+                            nodes_text(nodes),
+                            row.admitted_at
+                                .map(|t| t.to_rfc3339())
+                                .unwrap_or_else(|| "no time".into()),
+                            nodes_text(&row.node_names)
+                        ),
+                    ));
+                }
+                if said == Admitted && *running {
+                    moves.push((
+                        Transition {
+                            job_id: &row.id,
+                            from: &[Admitted],
+                            to: Running,
+                            at: now.max(*at),
+                            reason: "",
+                            node_names: None,
+                            kind: None,
+                        },
+                        "Corrected from the cluster: all pods are running (the database said admitted)"
+                            .to_string(),
+                    ));
+                }
+                // Running in the database, pods no longer all ready in the cluster: the job
+                // still holds its GPUs and its run interval stays open; nothing to repair.
+            }
+            (Succeeded | Failed | Cancelled, _) => {}
+        }
+        let mut to = None;
+        if let Some((at, nodes, reason)) = admission {
+            match db
+                .correct_admission(&row.id, at, &nodes, cluster.now(), &reason)
+                .await
+            {
+                Ok(true) => {
+                    tracing::info!(job.id = %row.id, %reason, "corrected from the cluster");
+                    to = Some((said, at));
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(job.id = %row.id, error = %e, "could not correct the job from the cluster")
+                }
+            }
+        }
+        for (t, reason) in moves {
+            let t = Transition {
+                reason: &reason,
+                ..t
+            };
+            match db.transition(&t).await {
+                Ok(true) => {
+                    tracing::info!(job.id = %row.id, state = %t.to, %reason, "corrected from the cluster");
+                    to = Some((t.to, t.at));
+                }
+                // Moved meanwhile (a cancel): the next comparison sees it.
+                Ok(false) => break,
+                Err(e) => {
+                    tracing::warn!(job.id = %row.id, error = %e, "could not correct the job from the cluster");
+                    break;
+                }
+            }
+        }
+        if let Some((state, at)) = to {
+            out.push(LiveChange {
+                job_id: row.id.clone(),
+                team: row.team.clone(),
+                pool: row.pool.clone(),
+                state,
+                at,
+            });
+        }
+    }
+    Ok(out)
+}
+
+enum Outcome {
+    Moved(LiveChange),
+    /// The end of a job that had already ended (the cluster's report of a cancel stored first).
+    AlreadyEnded,
+    /// The stored state does not fit the event: logged, and a comparison is due.
+    Refused,
+}
+
+async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Outcome, crate::db::DbError> {
+    use JobState::*;
+    let none: &[String] = &[];
+    let mut kind = None;
+    let (from, to, reason, nodes): (&[JobState], JobState, String, Option<&[String]>) =
+        match &ev.change {
+            Change::Admitted { nodes } => (
+                &[Queued],
+                Admitted,
+                if nodes.is_empty() {
+                    format!("Admitted: quota reserved in {}", ev.pool)
+                } else {
+                    format!(
+                        "Admitted: quota reserved in {} on {}",
+                        ev.pool,
+                        nodes.join(", ")
+                    )
+                },
+                Some(nodes.as_slice()),
+            ),
+            Change::Running => (
+                &[Admitted],
+                Running,
+                "All pods are running".to_string(),
+                None,
+            ),
+            Change::Succeeded { reason } => (&[Admitted, Running], Succeeded, reason.clone(), None),
+            Change::Failed { reason } => (&[Admitted, Running], Failed, reason.clone(), None),
+            Change::Cancelled { reason } => (
+                &[Queued, Admitted, Running],
+                Cancelled,
+                reason.clone(),
+                None,
+            ),
+            Change::Preempted { reason } => {
+                kind = Some("preempted");
+                (&[Admitted, Running], Queued, reason.clone(), Some(none))
+            }
+        };
+    let applied = db
+        .transition(&Transition {
+            job_id: &ev.job_id,
+            from,
+            to,
+            at: ev.at,
+            reason: &reason,
+            node_names: nodes,
+            kind,
+        })
+        .await?;
+    if !applied {
+        let now = match db.get_job(&ev.job_id).await {
+            Ok(row) => row.state.as_str().to_string(),
+            Err(crate::db::DbError::NotFound) => "not stored".to_string(),
+            Err(e) => return Err(e),
+        };
+        let ended = !matches!(
+            now.as_str(),
+            "queued" | "admitted" | "running" | "not stored"
+        );
+        let ends = matches!(
+            ev.change,
+            Change::Succeeded { .. } | Change::Failed { .. } | Change::Cancelled { .. }
+        );
+        if ended && ends {
+            // The usual end of a cancel: the database first, then the cluster's own report.
+            tracing::debug!(job.id = %ev.job_id, change = ?ev.change, state = %now, "the job had already ended");
+            return Ok(Outcome::AlreadyEnded);
+        }
+        tracing::warn!(job.id = %ev.job_id, seq = ev.seq, change = ?ev.change, state = %now, "a cluster event does not fit the stored state; comparing with the cluster");
+        return Ok(Outcome::Refused);
+    }
+    let row = db.get_job(&ev.job_id).await?;
+    tracing::info!(job.id = %ev.job_id, state = %to, pool = %ev.pool, "job moved");
+    Ok(Outcome::Moved(LiveChange {
+        job_id: row.id,
+        team: row.team,
+        pool: row.pool,
+        state: to,
+        at: ev.at,
+    }))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,211 @@
+//! The event writer and the resender against the sim behind a wrapper that misbehaves on
+//! demand, on SQLite and Postgres.
+
+use std::time::Duration;
+
+use app::model::{JobState, LaunchRequest};
+use chrono::Utc;
+
+use super::SyncEvery;
+use crate::cluster::{Cluster, WorkloadPhase};
+use crate::db::{NewJob, Transition};
+use crate::testkit::{Fixture, TestDb};
+
+/// Comparisons only when asked (or when an event is refused).
+const ONLY_WHEN_ASKED: SyncEvery = SyncEvery {
+    period: Duration::from_secs(3600),
+    after_events: Duration::from_secs(3600),
+};
+
+async fn launch(f: &Fixture, user: &str, gpus: u32, pool: &str) -> String {
+    let viewer = f.viewer(user).await;
+    let req = LaunchRequest {
+        template: "llama-3.1-8b-fsdp".into(),
+        gpus,
+        pool: Some(pool.into()),
+        params: Default::default(),
+        max_runtime_s: Some(3600),
+        name: None,
+        priority: None,
+        team: None,
+    };
+    f.portal
+        .launch_job(&viewer, req, None)
+        .await
+        .expect("launched")
+        .0
+        .id
+}
+
+/// Moves a job in the database only, as a lost or misapplied event would leave it.
+async fn drift(f: &Fixture, id: &str, from: JobState, to: JobState, nodes: &[String]) {
+    let moved =
+        f.db.transition(&Transition {
+            job_id: id,
+            from: &[from],
+            to,
+            at: f.cluster.now(),
+            reason: "test: drift",
+            node_names: Some(nodes),
+            kind: None,
+        })
+        .await
+        .unwrap();
+    assert!(moved, "{id} was {from}");
+}
+
+/// Waits (at most 10 s) for an event of the job whose text contains `text`.
+async fn event_saying(f: &Fixture, id: &str, text: &str) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let events = f.db.events_for(&[id]).await.unwrap();
+        if let Some(e) = events
+            .get(id)
+            .into_iter()
+            .flatten()
+            .find(|e| e.reason.contains(text))
+        {
+            return e.reason.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no event of {id} says '{text}': {events:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn phase(f: &Fixture, id: &str) -> Option<WorkloadPhase> {
+    f.cluster
+        .workloads()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|(j, _)| j == id)
+        .map(|(_, p)| p)
+}
+
+/// The database drifts three ways from the cluster; each comparison puts it back as the
+/// cluster has it, with an event saying so, and the run intervals follow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_in_the_database_is_corrected_from_the_cluster() {
+    let db = TestDb::sqlite();
+    let f = Fixture::start_with(&db, ONLY_WHEN_ASKED).await;
+
+    // 1. Queued in the database, admitted in the cluster.
+    let a = launch(&f, "alice", 16, "hgx-h100").await;
+    let Some(WorkloadPhase::Admitted { at, nodes, .. }) = phase(&f, &a).await else {
+        panic!("an empty pool admits at once");
+    };
+    drift(&f, &a, JobState::Admitted, JobState::Queued, &[]).await;
+    f.resync.request();
+    let said = event_saying(&f, &a, "Corrected from the cluster: admitted on").await;
+    assert_eq!(
+        said,
+        format!(
+            "Corrected from the cluster: admitted on {} (the database said queued)",
+            nodes.join(", ")
+        )
+    );
+    let row = f.db.get_job(&a).await.unwrap();
+    assert_eq!(row.state, JobState::Admitted);
+    assert_eq!(row.admitted_at.map(crate::db::ms), Some(crate::db::ms(at)));
+    assert_eq!(row.node_names, nodes);
+    let open = f.db.open_interval_starts().await.unwrap();
+    assert_eq!(
+        open.get(&a).map(|t| crate::db::ms(*t)),
+        Some(crate::db::ms(at)),
+        "the run interval is open again from the cluster's admission time"
+    );
+
+    // 2. Admitted in the database, pending in the cluster (nlp's 16 + 8 in hgx-h200 are
+    // taken by the first).
+    launch(&f, "alice", 16, "hgx-h200").await;
+    let b = launch(&f, "alice", 16, "hgx-h200").await;
+    assert_eq!(phase(&f, &b).await, Some(WorkloadPhase::Pending));
+    drift(
+        &f,
+        &b,
+        JobState::Queued,
+        JobState::Admitted,
+        &["hgx-h200-node-01".into()],
+    )
+    .await;
+    f.resync.request();
+    event_saying(
+        &f,
+        &b,
+        "Corrected from the cluster: queued (the database said admitted)",
+    )
+    .await;
+    let row = f.db.get_job(&b).await.unwrap();
+    assert_eq!(row.state, JobState::Queued);
+    assert!(row.node_names.is_empty());
+    assert!(!f.db.open_interval_starts().await.unwrap().contains_key(&b));
+
+    // 3. Admitted in the database, unknown to the cluster: queued again, and sent again.
+    let params = serde_json::Map::new();
+    let c = uuid::Uuid::now_v7().to_string();
+    f.db.insert_job(
+        &NewJob {
+            id: &c,
+            name: "never-sent",
+            template: "llama-3.1-8b-fsdp",
+            template_version: 1,
+            team: "nlp",
+            user: "alice",
+            pool: "hgx-h100",
+            gpus: 8,
+            priority: Default::default(),
+            params: &params,
+            max_runtime_s: 3600,
+            idempotency_key: None,
+            request_body: "{}",
+            created_at: Utc::now(),
+        },
+        "test: stored",
+    )
+    .await
+    .unwrap();
+    drift(
+        &f,
+        &c,
+        JobState::Queued,
+        JobState::Admitted,
+        &["hgx-h100-node-09".into()],
+    )
+    .await;
+    f.resync.request();
+    event_saying(
+        &f,
+        &c,
+        "Corrected from the cluster: the cluster does not hold it (the database said admitted)",
+    )
+    .await;
+    assert_eq!(f.db.get_job(&c).await.unwrap().state, JobState::Queued);
+    assert_eq!(super::resend_unsent(&f.portal).await.unwrap(), 1);
+    assert!(phase(&f, &c).await.is_some(), "sent again");
+    f.stop().await;
+}
+
+/// An event the stored state refuses (the database lost the admission; the cluster says
+/// the pods run) is not dropped in silence: it sets off a comparison that repairs the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_event_sets_off_a_repair() {
+    let db = TestDb::sqlite();
+    let f = Fixture::start_with(&db, ONLY_WHEN_ASKED).await;
+    let a = launch(&f, "alice", 16, "hgx-h100").await;
+    drift(&f, &a, JobState::Admitted, JobState::Queued, &[]).await;
+    // The sim's pods start: its Running event finds the job queued and is refused.
+    f.cluster.sim.advance(chrono::Duration::seconds(120));
+    event_saying(
+        &f,
+        &a,
+        "Corrected from the cluster: all pods are running (the database said queued)",
+    )
+    .await;
+    let row = f.db.get_job(&a).await.unwrap();
+    assert_eq!(row.state, JobState::Running);
+    assert!(f.db.open_interval_starts().await.unwrap().contains_key(&a));
+    f.stop().await;
+}
