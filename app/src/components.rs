@@ -66,10 +66,12 @@ pub fn progress_text(job: &Job, now: DateTime<Utc>) -> String {
 /// A resource's value inside a `Suspend`, or `None` once the view it belongs to is gone.
 ///
 /// `.await` on a disposed resource panics, and a panic leaves the wasm app dead until a
-/// reload (seen once: leaving a job page while its GPU panel loaded). Leptos cancels a
-/// Suspend's future when its owner is cleaned up, but a Suspense view that runs again after
-/// that (a change queued just before the navigation) would first poll it on the disposed
-/// owner, where the cancel never fires; this check makes that case render nothing.
+/// reload (leaving a job page for another job page while its GPU panel loaded). Leptos
+/// cancels a Suspend's future when its owner is cleaned up; but when the job view runs again
+/// while the next job still loads, the old view stays up with its panel disposed, and the
+/// panel's answer landing then wakes a new Suspend on that cleaned owner, where the cancel
+/// never fires. This check makes that case render nothing (end2end/tests/race.spec.ts fails
+/// without it: "…defined at app/src/pages/job.rs:…, but it has already been disposed").
 pub async fn loaded<T>(resource: Resource<T>) -> Option<T>
 where
     T: Clone + Send + Sync + 'static,

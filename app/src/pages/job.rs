@@ -415,7 +415,7 @@ pub fn CancelButton(job: Job) -> impl IntoView {
 #[component]
 fn GpuPanel(job_id: String, gpus: u32, show_idle: bool) -> impl IntoView {
     let live = use_live();
-    let id = StoredValue::new(job_id);
+    // The fetcher owns its id: a plain value cannot be read after the panel is gone.
     let util = Resource::new(
         move || {
             (
@@ -423,7 +423,7 @@ fn GpuPanel(job_id: String, gpus: u32, show_idle: bool) -> impl IntoView {
                 live.now.get().map(|t| t.timestamp() / 60),
             )
         },
-        move |_| crate::functions::get_job_utilization(id.get_value()),
+        move |_| crate::functions::get_job_utilization(job_id.clone()),
     );
     view! {
         <section class="panel" data-testid="gpu-panel">
