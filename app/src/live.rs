@@ -88,10 +88,18 @@ fn connect(live: Live, viewer: crate::app::ViewerResource) {
         let on_error = Closure::<dyn FnMut()>::new(move || {
             live.connected.try_set(false);
         });
+        // The server ended the stream (signed out, the token revoked, the session past its
+        // lifetime): reconnecting would only answer 401, an error in the console.
+        let closer = source.clone();
+        let on_end = Closure::<dyn FnMut()>::new(move || {
+            closer.close();
+            live.connected.try_set(false);
+        });
         source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
         source.set_onopen(Some(on_open.as_ref().unchecked_ref()));
         source.set_onerror(Some(on_error.as_ref().unchecked_ref()));
-        let held = SendWrapper::new((source, on_message, on_open, on_error));
+        let _ = source.add_event_listener_with_callback("end", on_end.as_ref().unchecked_ref());
+        let held = SendWrapper::new((source, on_message, on_open, on_error, on_end));
         on_cleanup(move || {
             let (source, ..) = held.take();
             source.close();
