@@ -269,9 +269,6 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         .with_usage(&config.usage)
         .with_metrics(metrics.clone())
         .with_sim(sim.clone());
-    if kube.is_some() {
-        portal = portal.with_kube(config.kube.clone());
-    }
     let portal = Arc::new(portal);
     if let Err(e) = crate::workers::reconciler::resend_unsent(&portal).await {
         tracing::warn!(error = %e, "could not send stored jobs at start");

@@ -152,4 +152,18 @@ pub trait Cluster: Send + Sync + 'static {
     fn subscribe(&self) -> mpsc::UnboundedReceiver<ClusterEvent>;
     /// The sequence number of the last event sent to subscribers.
     fn last_seq(&self) -> u64;
+    /// The object a workload is submitted as, as YAML for a person to review; `None` where
+    /// the back end has no such object (the sim).
+    fn manifest(&self, _w: &WorkloadSpec) -> Option<String> {
+        None
+    }
+    /// Whether [`Cluster::manifest`] answers.
+    fn has_manifests(&self) -> bool {
+        false
+    }
+    /// The names of a pool's `nodes` nodes, in order, for the Pools grid. A node a workload
+    /// is placed on that is not among them gets a row of its own.
+    fn node_names(&self, pool: &str, nodes: u32) -> Vec<String> {
+        (0..nodes).map(|i| admission::node_name(pool, i)).collect()
+    }
 }

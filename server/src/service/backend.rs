@@ -83,7 +83,7 @@ impl Backend for Portal {
     }
 
     fn manifests_available(&self) -> bool {
-        self.kube.is_some()
+        self.cluster.has_manifests()
     }
 
     async fn launch_manifest(

@@ -164,8 +164,11 @@ impl Portal {
             .await?
             .into_iter()
             .map(|p| PoolGrid {
-                nodes: (0..p.nodes)
-                    .map(|i| empty_node(format!("{}-node-{i:02}", p.name), per_node))
+                nodes: self
+                    .cluster
+                    .node_names(&p.name, p.nodes)
+                    .into_iter()
+                    .map(|n| empty_node(n, per_node))
                     .collect(),
                 pool: p.name,
                 gpu_model: p.gpu_model,

@@ -345,9 +345,9 @@ impl Portal {
         viewer: &Viewer,
         req: LaunchRequest,
     ) -> Result<Option<String>, ApiError> {
-        let Some(settings) = &self.kube else {
+        if !self.cluster.has_manifests() {
             return Ok(None);
-        };
+        }
         let v = self.validate(viewer, &req).await?;
         let id = uuid::Uuid::nil().to_string();
         let name = v
@@ -359,10 +359,10 @@ impl Portal {
             self.cluster.now(),
             run_spec(&v.template, &name, &viewer.user, &v.params),
         );
-        let obj = crate::cluster::k8s::objects::job_object(settings, &w);
-        Ok(Some(format!(
-            "# What Launch submits (the job id, all zeros here, is assigned at launch)\n{}",
-            crate::cluster::k8s::objects::to_yaml(&[obj])
-        )))
+        Ok(self.cluster.manifest(&w).map(|yaml| {
+            format!(
+                "# What Launch submits (the job id, all zeros here, is assigned at launch)\n{yaml}"
+            )
+        }))
     }
 }

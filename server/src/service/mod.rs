@@ -57,8 +57,6 @@ pub struct Portal {
     usage_tz: chrono_tz::Tz,
     /// Where GPU utilization comes from, if anywhere.
     metrics: Option<Arc<dyn crate::metrics::Metrics>>,
-    /// The Kubernetes object settings, when that is the back end.
-    kube: Option<crate::config::KubeSettings>,
     /// Quota edits one at a time (with the version check, two admins never overwrite).
     quota_edits: tokio::sync::Mutex<()>,
     /// The sim cluster when it is the back end, for moving its manual clock.
@@ -113,7 +111,6 @@ impl Portal {
             },
             usage_tz: chrono_tz::Tz::UTC,
             metrics: None,
-            kube: None,
             quota_edits: tokio::sync::Mutex::new(()),
             sim: None,
         }
@@ -155,12 +152,6 @@ impl Portal {
 
     pub fn with_metrics(mut self, metrics: Option<Arc<dyn crate::metrics::Metrics>>) -> Self {
         self.metrics = metrics;
-        self
-    }
-
-    /// On the Kubernetes back end: launches can show the object they submit.
-    pub fn with_kube(mut self, settings: crate::config::KubeSettings) -> Self {
-        self.kube = Some(settings);
         self
     }
 

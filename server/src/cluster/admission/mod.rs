@@ -120,6 +120,11 @@ pub struct PoolCapacity {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placement(pub Vec<(usize, u32)>);
 
+/// The name the sim gives node `i` of a pool (`hgx-h100-node-03`).
+pub fn node_name(pool: &str, i: u32) -> String {
+    format!("{pool}-node-{i:02}")
+}
+
 impl PoolCapacity {
     /// `count` nodes of `per_node` GPUs.
     pub fn new(name: &str, count: usize, per_node: u32) -> Self {
@@ -128,7 +133,7 @@ impl PoolCapacity {
             per_node,
             nodes: (0..count)
                 .map(|i| Node {
-                    name: format!("{name}-node-{i:02}"),
+                    name: node_name(name, i as u32),
                     free: per_node,
                 })
                 .collect(),

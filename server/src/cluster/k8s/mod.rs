@@ -312,6 +312,14 @@ pub fn merge_queues(mut lists: Vec<Vec<VisiblePending>>) -> Vec<VisiblePending> 
 
 #[async_trait]
 impl Cluster for KubeCluster {
+    fn manifest(&self, w: &WorkloadSpec) -> Option<String> {
+        Some(objects::to_yaml(&[objects::job_object(&self.settings, w)]))
+    }
+
+    fn has_manifests(&self) -> bool {
+        true
+    }
+
     fn now(&self) -> DateTime<Utc> {
         Utc::now()
     }
