@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::fmt;
 
-use app::error::ApiError;
+use crate::error::Error;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// A control character (Unicode category Cc: U+0000–U+001F, U+007F–U+009F). Postgres refuses
@@ -15,9 +15,9 @@ fn is_refused(c: char, multi_line: bool) -> bool {
     c.is_control() && !(multi_line && matches!(c, '\n' | '\r' | '\t'))
 }
 
-fn refusal(field: &str, s: &str, c: char) -> ApiError {
+fn refusal(field: &str, s: &str, c: char) -> Error {
     let at = s.chars().position(|x| x == c).unwrap_or(0);
-    ApiError::invalid(
+    Error::invalid(
         field,
         format!(
             "must not contain control characters (found U+{:04X} at character {})",
@@ -29,7 +29,7 @@ fn refusal(field: &str, s: &str, c: char) -> ApiError {
 
 /// A one-line value (an id, a name, a filter, a parameter): no control characters at all,
 /// tab and newline included — these are shown in one table cell, one CSV cell, one log line.
-pub fn single_line(field: &str, s: &str) -> Result<(), ApiError> {
+pub fn single_line(field: &str, s: &str) -> Result<(), Error> {
     match s.chars().find(|&c| is_refused(c, false)) {
         Some(c) => Err(refusal(field, s, c)),
         None => Ok(()),
@@ -38,7 +38,7 @@ pub fn single_line(field: &str, s: &str) -> Result<(), ApiError> {
 
 /// Free text written over several lines (a template definition, its description): tab,
 /// newline and carriage return are the text's own; every other control character is refused.
-pub fn multi_line(field: &str, s: &str) -> Result<(), ApiError> {
+pub fn multi_line(field: &str, s: &str) -> Result<(), Error> {
     match s.chars().find(|&c| is_refused(c, true)) {
         Some(c) => Err(refusal(field, s, c)),
         None => Ok(()),
@@ -46,19 +46,19 @@ pub fn multi_line(field: &str, s: &str) -> Result<(), ApiError> {
 }
 
 /// [`single_line`] for an optional value.
-pub fn single_line_opt(field: &str, s: Option<&str>) -> Result<(), ApiError> {
+pub fn single_line_opt(field: &str, s: Option<&str>) -> Result<(), Error> {
     s.map_or(Ok(()), |s| single_line(field, s))
 }
 
 /// Every string in a JSON value, keys included, is one line; `field` names the value and a
 /// nested one is named by its path (`params.note`, `params.tags[1]`).
-pub fn json_single_line(field: &str, v: &serde_json::Value) -> Result<(), ApiError> {
+pub fn json_single_line(field: &str, v: &serde_json::Value) -> Result<(), Error> {
     json_text(field, v, &[])
 }
 
 /// Like [`json_single_line`], but a string under one of the `free_text` keys may run over
 /// several lines ([`multi_line`]).
-pub fn json_text(field: &str, v: &serde_json::Value, free_text: &[&str]) -> Result<(), ApiError> {
+pub fn json_text(field: &str, v: &serde_json::Value, free_text: &[&str]) -> Result<(), Error> {
     use serde_json::Value;
     match v {
         Value::String(s) => single_line(field, s),

@@ -4,8 +4,10 @@
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod context;
 pub mod db;
 pub mod domain;
+pub mod error;
 pub mod http;
 pub mod input;
 pub mod metrics;

@@ -38,6 +38,10 @@ const MODULES: &[(&str, Layer)] = &[
     ("workers", Layer::Workers),
     ("http", Layer::Http),
     ("service", Layer::Service),
+    // The services' own error and its mapping to the wire error.
+    ("error", Layer::Service),
+    // The request a service call runs for (its id, its client's address).
+    ("context", Layer::Service),
     ("usage", Layer::Service),
     ("whatif", Layer::Service),
     ("db", Layer::Db),
@@ -73,11 +77,6 @@ const WIRE_TYPES_BELOW_SERVICES: &[(&str, &str, &str)] = &[
         "server/src/domain/template_def.rs",
         "app::model::Template",
         "a checked definition becomes the wire template",
-    ),
-    (
-        "server/src/domain/accounting.rs",
-        "app::error::ApiError",
-        "grouping and bucket names are parsed into the wire error",
     ),
 ];
 

@@ -43,16 +43,15 @@ pub enum GroupBy {
 }
 
 impl GroupBy {
-    /// `team`, `user`, `pool` or `template`; else a 422 naming `group_by`.
-    pub fn parse(v: &str) -> Result<GroupBy, app::error::ApiError> {
+    /// `team`, `user`, `pool` or `template`; else what is accepted.
+    pub fn parse(v: &str) -> Result<GroupBy, String> {
         match v {
             "team" => Ok(GroupBy::Team),
             "user" => Ok(GroupBy::User),
             "pool" => Ok(GroupBy::Pool),
             "template" => Ok(GroupBy::Template),
-            other => Err(app::error::ApiError::invalid(
-                "group_by",
-                format!("'{other}' is not one of team, user, pool, template"),
+            other => Err(format!(
+                "'{other}' is not one of team, user, pool, template"
             )),
         }
     }
@@ -86,16 +85,13 @@ pub enum Bucket {
 }
 
 impl Bucket {
-    /// `day`, `week` or `month`; else a 422 naming `bucket`.
-    pub fn parse(v: &str) -> Result<Bucket, app::error::ApiError> {
+    /// `day`, `week` or `month`; else what is accepted.
+    pub fn parse(v: &str) -> Result<Bucket, String> {
         match v {
             "day" => Ok(Bucket::Day),
             "week" => Ok(Bucket::Week),
             "month" => Ok(Bucket::Month),
-            other => Err(app::error::ApiError::invalid(
-                "bucket",
-                format!("'{other}' is not one of day, week, month"),
-            )),
+            other => Err(format!("'{other}' is not one of day, week, month")),
         }
     }
 

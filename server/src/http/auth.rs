@@ -31,7 +31,7 @@ async fn start_session(
     user: &str,
     id_token: Option<&str>,
 ) -> Result<(), ApiError> {
-    let internal = crate::service::internal;
+    let internal = crate::error::internal;
     session.cycle_id().await.map_err(internal)?;
     session.clear().await;
     session.insert(USER_KEY, user).await.map_err(internal)?;
@@ -104,10 +104,10 @@ pub async fn dev_login(
             )
             .into_response()
         }
-        Err(e) => return ApiFailure(e).into_response(),
+        Err(e) => return ApiFailure::from(e).into_response(),
     };
     if let Err(e) = start_session(&session, &viewer.user, None).await {
-        return ApiFailure(e).into_response();
+        return ApiFailure::from(e).into_response();
     }
     tracing::info!(user = %viewer.user, admin = viewer.is_admin, "signed in (local)");
     if viewer.is_admin {
@@ -116,7 +116,7 @@ pub async fn dev_login(
             .audit_sign_in(&viewer.user, "local", address)
             .await
         {
-            return ApiFailure(e).into_response();
+            return ApiFailure::from(e).into_response();
         }
     }
     Redirect::to(&safe_next(form.next.as_deref())).into_response()
@@ -143,7 +143,7 @@ pub async fn oidc_login(
     match oidc.begin(&safe_next(q.next.as_deref()), Utc::now()).await {
         Ok((url, pending)) => {
             if let Err(e) = session.insert(PENDING_KEY, pending).await {
-                return ApiFailure(crate::service::internal(e)).into_response();
+                return ApiFailure::from(crate::error::internal(e)).into_response();
             }
             Redirect::to(&url).into_response()
         }
@@ -175,7 +175,7 @@ pub async fn oidc_callback(
     // One use only: a replayed or second callback finds nothing pending.
     let pending: Option<Pending> = match session.remove(PENDING_KEY).await {
         Ok(p) => p,
-        Err(e) => return ApiFailure(crate::service::internal(e)).into_response(),
+        Err(e) => return ApiFailure::from(crate::error::internal(e)).into_response(),
     };
     let Some(pending) = pending else {
         return sign_in_failed(&state, &SignInError::NotStarted);
@@ -214,7 +214,7 @@ pub async fn oidc_callback(
     };
     let known = match state.portal.team_ids().await {
         Ok(t) => t,
-        Err(e) => return ApiFailure(e).into_response(),
+        Err(e) => return ApiFailure::from(e).into_response(),
     };
     let (teams, unknown): (Vec<_>, Vec<_>) = who
         .teams
@@ -237,15 +237,15 @@ pub async fn oidc_callback(
     };
     let user = match state.portal.sign_in_identity(&record).await {
         Ok(u) => u,
-        Err(e) => return ApiFailure(e).into_response(),
+        Err(e) => return ApiFailure::from(e).into_response(),
     };
     if let Err(e) = start_session(&session, &user, Some(&who.id_token)).await {
-        return ApiFailure(e).into_response();
+        return ApiFailure::from(e).into_response();
     }
     tracing::info!(%user, teams = teams.len(), admin = who.is_admin, "signed in (OpenID)");
     if who.is_admin {
         if let Err(e) = state.portal.audit_sign_in(&user, "oidc", address).await {
-            return ApiFailure(e).into_response();
+            return ApiFailure::from(e).into_response();
         }
     }
     Redirect::to(&safe_next(Some(&next))).into_response()
@@ -276,7 +276,7 @@ fn html_escape(s: &str) -> String {
 pub async fn logout(State(state): State<AppState>, session: Session) -> Response {
     let id_token: Option<String> = session.get(ID_TOKEN_KEY).await.ok().flatten();
     if let Err(e) = session.flush().await {
-        return ApiFailure(crate::service::internal(e)).into_response();
+        return ApiFailure::from(crate::error::internal(e)).into_response();
     }
     if let Some(oidc) = &state.oidc {
         if let Some(url) = oidc.logout_url(id_token.as_deref()).await {
@@ -405,8 +405,8 @@ impl Credential {
         match self {
             Credential::Token(token) => match state.portal.viewer_by_token(token).await {
                 Ok(v) => Ok(Some(v)),
-                Err(e) if e.code == ErrorCode::Unauthorized => Ok(None),
-                Err(e) => Err(e),
+                Err(e) if e.kind == crate::error::Kind::Unauthorized => Ok(None),
+                Err(e) => Err(e.into()),
             },
             Credential::Session { id, user } => {
                 use tower_sessions::SessionStore;
@@ -415,7 +415,7 @@ impl Credential {
                     .sessions
                     .load(id)
                     .await
-                    .map_err(crate::service::internal)?
+                    .map_err(crate::error::internal)?
                 else {
                     return Ok(None);
                 };
@@ -429,7 +429,7 @@ impl Credential {
                 if !(same_user && within) {
                     return Ok(None);
                 }
-                state.portal.viewer_by_id(user).await
+                Ok(state.portal.viewer_by_id(user).await?)
             }
         }
     }

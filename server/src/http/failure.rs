@@ -23,3 +23,9 @@ impl IntoResponse for ApiFailure {
         (status, Json(serde_json::json!({ "error": self.0 }))).into_response()
     }
 }
+
+impl From<crate::error::Error> for ApiFailure {
+    fn from(e: crate::error::Error) -> Self {
+        ApiFailure(e.into())
+    }
+}

@@ -6,7 +6,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use http::HeaderValue;
 
-pub use crate::service::context::{current_client_addr, current_request_id};
+pub use crate::context::{current_client_addr, current_request_id};
 
 /// The reverse proxies whose forwarded headers are believed (`server.trusted_proxies`), put
 /// on every request by the router.
@@ -85,7 +85,7 @@ pub async fn middleware(mut req: Request, next: Next) -> Response {
     let value = HeaderValue::from_str(&id).expect("request id is ASCII");
     req.headers_mut().insert(HEADER, value.clone());
     let addr = client_addr_of(req.headers(), req.extensions());
-    let mut res = crate::service::context::scope(id, addr, next.run(req)).await;
+    let mut res = crate::context::scope(id, addr, next.run(req)).await;
     res.headers_mut().insert(HEADER, value);
     res
 }

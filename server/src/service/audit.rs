@@ -11,7 +11,7 @@ impl Portal {
         before: Option<&Template>,
         after: Option<&Template>,
         address: Option<String>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), Error> {
         let mut entry = crate::db::AuditEntry::new(&viewer.user, action, target, Utc::now());
         let shape = |t: &Template| {
             let mut v = serde_json::to_value(t).unwrap_or_default();
@@ -27,7 +27,7 @@ impl Portal {
     }
 
     /// Appends to the audit log (sign-ins of admins, admin actions).
-    pub async fn audit(&self, entry: crate::db::AuditEntry) -> Result<(), ApiError> {
+    pub async fn audit(&self, entry: crate::db::AuditEntry) -> Result<(), Error> {
         Ok(self.db.append_audit(&entry).await?)
     }
 
@@ -36,9 +36,9 @@ impl Portal {
         &self,
         viewer: &Viewer,
         filter: crate::db::AuditFilter,
-    ) -> Result<Vec<crate::db::AuditEntry>, ApiError> {
+    ) -> Result<Vec<crate::db::AuditEntry>, Error> {
         if !viewer.is_admin {
-            return Err(ApiError::forbidden("only admins read the audit log"));
+            return Err(Error::forbidden("only admins read the audit log"));
         }
         crate::input::single_line_opt("actor", filter.actor.as_deref())?;
         crate::input::single_line_opt("action", filter.action.as_deref())?;
@@ -52,7 +52,7 @@ impl Portal {
         actor: Option<String>,
         action: Option<String>,
         target: Option<String>,
-    ) -> Result<Vec<AuditRecord>, ApiError> {
+    ) -> Result<Vec<AuditRecord>, Error> {
         let blank = |s: Option<String>| s.filter(|s| !s.trim().is_empty());
         let entries = self
             .audit_log(

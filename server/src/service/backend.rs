@@ -2,23 +2,28 @@
 //! its JSON route calls too.
 
 use super::*;
+use app::error::ApiError;
 
 #[async_trait::async_trait]
 impl Backend for Portal {
     async fn viewer(&self, parts: &http::request::Parts) -> Result<Option<Viewer>, ApiError> {
-        Portal::viewer(self, parts).await
+        Portal::viewer(self, parts).await.map_err(ApiError::from)
     }
 
     async fn home(&self, viewer: &Viewer) -> Result<HomeView, ApiError> {
-        Portal::home(self, viewer).await
+        Portal::home(self, viewer).await.map_err(ApiError::from)
     }
 
     async fn list_templates(&self, viewer: &Viewer) -> Result<Vec<Template>, ApiError> {
-        Portal::list_templates(self, viewer).await
+        Portal::list_templates(self, viewer)
+            .await
+            .map_err(ApiError::from)
     }
 
     async fn list_pools(&self, viewer: &Viewer) -> Result<Vec<Pool>, ApiError> {
-        Portal::list_pools(self, viewer).await
+        Portal::list_pools(self, viewer)
+            .await
+            .map_err(ApiError::from)
     }
 
     async fn check_launch(
@@ -26,11 +31,15 @@ impl Backend for Portal {
         viewer: &Viewer,
         req: LaunchRequest,
     ) -> Result<LaunchCheck, ApiError> {
-        Portal::check_launch(self, viewer, req).await
+        Portal::check_launch(self, viewer, req)
+            .await
+            .map_err(ApiError::from)
     }
 
     async fn quota_cells(&self, viewer: &Viewer) -> Result<Vec<QuotaCell>, ApiError> {
-        Portal::quota_cells(self, viewer).await
+        Portal::quota_cells(self, viewer)
+            .await
+            .map_err(ApiError::from)
     }
 
     async fn save_quota(
@@ -41,10 +50,14 @@ impl Backend for Portal {
         draft: app::model::QuotaDraft,
         version: i64,
     ) -> Result<QuotaCell, ApiError> {
-        let q = QuotaEdit::from_draft(&draft)?;
-        let address = context::current_client_addr();
-        self.set_quota(viewer, &team, &pool, q, Some(version), address)
-            .await
+        let result: Result<_, Error> = async {
+            let q = QuotaEdit::from_draft(&draft)?;
+            let address = crate::context::current_client_addr();
+            self.set_quota(viewer, &team, &pool, q, Some(version), address)
+                .await
+        }
+        .await;
+        result.map_err(ApiError::from)
     }
 
     async fn preview_quota(
@@ -54,8 +67,12 @@ impl Backend for Portal {
         pool: String,
         draft: app::model::QuotaDraft,
     ) -> Result<QuotaPreview, ApiError> {
-        let q = QuotaEdit::from_draft(&draft)?;
-        self.preview_quotas(viewer, vec![(team, pool, q)], 30).await
+        let result: Result<_, Error> = async {
+            let q = QuotaEdit::from_draft(&draft)?;
+            self.preview_quotas(viewer, vec![(team, pool, q)], 30).await
+        }
+        .await;
+        result.map_err(ApiError::from)
     }
 
     async fn save_template(
@@ -64,12 +81,18 @@ impl Backend for Portal {
         name: Option<String>,
         definition: String,
     ) -> Result<Template, ApiError> {
-        Portal::save_template(self, viewer, name, definition).await
+        Portal::save_template(self, viewer, name, definition)
+            .await
+            .map_err(ApiError::from)
     }
 
     async fn deprecate_template(&self, viewer: &Viewer, name: String) -> Result<(), ApiError> {
-        let address = context::current_client_addr();
-        Portal::deprecate_template(self, viewer, &name, address).await
+        let result: Result<_, Error> = async {
+            let address = crate::context::current_client_addr();
+            Portal::deprecate_template(self, viewer, &name, address).await
+        }
+        .await;
+        result.map_err(ApiError::from)
     }
 
     async fn audit_records(
@@ -79,7 +102,9 @@ impl Backend for Portal {
         action: Option<String>,
         target: Option<String>,
     ) -> Result<Vec<AuditRecord>, ApiError> {
-        Portal::audit_records(self, viewer, actor, action, target).await
+        Portal::audit_records(self, viewer, actor, action, target)
+            .await
+            .map_err(ApiError::from)
     }
 
     fn manifests_available(&self) -> bool {
@@ -91,7 +116,9 @@ impl Backend for Portal {
         viewer: &Viewer,
         req: LaunchRequest,
     ) -> Result<Option<String>, ApiError> {
-        Portal::launch_manifest(self, viewer, req).await
+        Portal::launch_manifest(self, viewer, req)
+            .await
+            .map_err(ApiError::from)
     }
 
     async fn launch_job(
@@ -100,30 +127,42 @@ impl Backend for Portal {
         req: LaunchRequest,
         key: Option<String>,
     ) -> Result<(Job, bool), ApiError> {
-        Portal::launch_job(self, viewer, req, key).await
+        Portal::launch_job(self, viewer, req, key)
+            .await
+            .map_err(ApiError::from)
     }
 
     async fn list_jobs(&self, viewer: &Viewer, filter: JobFilter) -> Result<JobList, ApiError> {
-        Portal::list_jobs(self, viewer, filter).await
+        Portal::list_jobs(self, viewer, filter)
+            .await
+            .map_err(ApiError::from)
     }
 
     async fn get_job(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError> {
-        Portal::get_job(self, viewer, id).await
+        Portal::get_job(self, viewer, id)
+            .await
+            .map_err(ApiError::from)
     }
 
     async fn cancel_job(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError> {
-        Portal::cancel_job(self, viewer, id).await
+        Portal::cancel_job(self, viewer, id)
+            .await
+            .map_err(ApiError::from)
     }
 
     async fn sign_in_options(
         &self,
         parts: &http::request::Parts,
     ) -> Result<SignInOptions, ApiError> {
-        Portal::sign_in_options(self, parts).await
+        Portal::sign_in_options(self, parts)
+            .await
+            .map_err(ApiError::from)
     }
 
     async fn list_tokens(&self, viewer: &Viewer) -> Result<Vec<ApiTokenInfo>, ApiError> {
-        Portal::list_tokens(self, viewer).await
+        Portal::list_tokens(self, viewer)
+            .await
+            .map_err(ApiError::from)
     }
 
     async fn create_token(
@@ -132,15 +171,21 @@ impl Backend for Portal {
         name: String,
         expires_in_days: Option<u32>,
     ) -> Result<NewApiToken, ApiError> {
-        Portal::create_token(self, viewer, name, expires_in_days).await
+        Portal::create_token(self, viewer, name, expires_in_days)
+            .await
+            .map_err(ApiError::from)
     }
 
     async fn pool_grids(&self, viewer: &Viewer) -> Result<Vec<PoolGrid>, ApiError> {
-        Portal::pool_grids(self, viewer).await
+        Portal::pool_grids(self, viewer)
+            .await
+            .map_err(ApiError::from)
     }
 
     async fn job_utilization(&self, viewer: &Viewer, id: &str) -> Result<JobUtilization, ApiError> {
-        Portal::job_utilization(self, viewer, id).await
+        Portal::job_utilization(self, viewer, id)
+            .await
+            .map_err(ApiError::from)
     }
 
     async fn usage_view(
@@ -150,11 +195,15 @@ impl Backend for Portal {
         group_by: String,
         bucket: String,
     ) -> Result<UsageView, ApiError> {
-        Portal::usage_view(self, viewer, days, group_by, bucket).await
+        Portal::usage_view(self, viewer, days, group_by, bucket)
+            .await
+            .map_err(ApiError::from)
     }
 
     async fn revoke_token(&self, viewer: &Viewer, id: &str) -> Result<(), ApiError> {
-        Portal::revoke_token(self, viewer, id).await
+        Portal::revoke_token(self, viewer, id)
+            .await
+            .map_err(ApiError::from)
     }
 
     fn now(&self) -> DateTime<Utc> {

@@ -25,7 +25,7 @@ impl Portal {
         &self,
         viewer: &Viewer,
         id: &str,
-    ) -> Result<JobUtilization, ApiError> {
+    ) -> Result<JobUtilization, Error> {
         let row = self.visible_row(viewer, id).await?;
         let mut out = JobUtilization {
             job_id: row.id.clone(),
@@ -123,7 +123,7 @@ impl Portal {
         Ok(out)
     }
 
-    pub async fn list_pools(&self, _viewer: &Viewer) -> Result<Vec<Pool>, ApiError> {
+    pub async fn list_pools(&self, _viewer: &Viewer) -> Result<Vec<Pool>, Error> {
         Ok(self
             .cluster
             .pools()
@@ -155,7 +155,7 @@ impl Portal {
             .collect())
     }
 
-    pub async fn pool_grids(&self, viewer: &Viewer) -> Result<Vec<PoolGrid>, ApiError> {
+    pub async fn pool_grids(&self, viewer: &Viewer) -> Result<Vec<PoolGrid>, Error> {
         let per_node = 8usize;
         let now = self.cluster.now();
         let mut grids: Vec<PoolGrid> = self

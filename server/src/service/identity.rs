@@ -1,7 +1,7 @@
 //! Who people are: sign-in through an OpenID provider, sign-in audit, readiness of the
 //! store that holds them, and the sim clock an admin may move.
 
-use app::error::ApiError;
+use crate::error::Error;
 use app::model::Viewer;
 use chrono::{DateTime, Utc};
 
@@ -22,12 +22,12 @@ impl Portal {
     }
 
     /// The teams Gantry has, to map a provider's groups onto.
-    pub async fn team_ids(&self) -> Result<Vec<String>, ApiError> {
+    pub async fn team_ids(&self) -> Result<Vec<String>, Error> {
         Ok(self.db.team_ids().await?)
     }
 
     /// Records a sign-in through the OpenID provider; the user id it is known by.
-    pub async fn sign_in_identity(&self, record: &IdentitySignIn<'_>) -> Result<String, ApiError> {
+    pub async fn sign_in_identity(&self, record: &IdentitySignIn<'_>) -> Result<String, Error> {
         Ok(self.db.sign_in_identity(record).await?)
     }
 
@@ -37,7 +37,7 @@ impl Portal {
         user: &str,
         method: &str,
         address: Option<String>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), Error> {
         let mut entry = AuditEntry::new(user, "auth.sign_in", user, Utc::now());
         entry.after = Some(serde_json::json!({ "method": method }));
         entry.address = address;
@@ -45,27 +45,23 @@ impl Portal {
     }
 
     /// Moves the manual sim clock by `seconds` (admins only); the new time.
-    pub async fn advance_sim(
-        &self,
-        viewer: &Viewer,
-        seconds: i64,
-    ) -> Result<DateTime<Utc>, ApiError> {
+    pub async fn advance_sim(&self, viewer: &Viewer, seconds: i64) -> Result<DateTime<Utc>, Error> {
         let Some(sim) = self.sim.as_ref() else {
-            return Err(ApiError::not_found(
+            return Err(Error::not_found(
                 "the sim clock exists only with the sim back end",
             ));
         };
         if !viewer.is_admin {
-            return Err(ApiError::forbidden("only an admin can move the sim clock"));
+            return Err(Error::forbidden("only an admin can move the sim clock"));
         }
         if !(1..=30 * 86400).contains(&seconds) {
-            return Err(ApiError::invalid(
+            return Err(Error::invalid(
                 "seconds",
                 "must be between 1 and 2592000 (30 days)",
             ));
         }
         let Some(now) = sim.advance(chrono::Duration::seconds(seconds)) else {
-            return Err(ApiError::conflict(
+            return Err(Error::conflict(
                 "the sim clock is scaled; set GANTRY__SIM__CLOCK=manual to move it by hand",
             ));
         };
@@ -98,12 +94,9 @@ impl Portal {
     }
 
     /// The user a personal API token stands for; 401 for an unknown, revoked or expired one.
-    pub async fn viewer_by_token(&self, token: &str) -> Result<Viewer, ApiError> {
+    pub async fn viewer_by_token(&self, token: &str) -> Result<Viewer, Error> {
         let refused = || {
-            ApiError::new(
-                app::error::ErrorCode::Unauthorized,
-                "this API token is not valid: it is unknown, revoked or expired",
-            )
+            Error::unauthorized("this API token is not valid: it is unknown, revoked or expired")
         };
         let row = self
             .db
@@ -124,12 +117,12 @@ impl Portal {
         self.db.get_viewer(&row.user).await?.ok_or_else(refused)
     }
 
-    pub async fn viewer_by_id(&self, user: &str) -> Result<Option<Viewer>, ApiError> {
+    pub async fn viewer_by_id(&self, user: &str) -> Result<Option<Viewer>, Error> {
         crate::input::single_line("user", user)?;
         Ok(self.db.get_viewer(user).await?)
     }
 
-    pub async fn viewer(&self, parts: &http::request::Parts) -> Result<Option<Viewer>, ApiError> {
+    pub async fn viewer(&self, parts: &http::request::Parts) -> Result<Option<Viewer>, Error> {
         let Some(session) = parts.extensions.get::<tower_sessions::Session>() else {
             return Ok(None);
         };
@@ -142,7 +135,7 @@ impl Portal {
     pub async fn sign_in_options(
         &self,
         parts: &http::request::Parts,
-    ) -> Result<SignInOptions, ApiError> {
+    ) -> Result<SignInOptions, Error> {
         let mut demo_users = Vec::new();
         if self.dev_login {
             for id in self.db.list_user_ids().await? {
@@ -162,7 +155,7 @@ impl Portal {
         })
     }
 
-    pub async fn list_tokens(&self, viewer: &Viewer) -> Result<Vec<ApiTokenInfo>, ApiError> {
+    pub async fn list_tokens(&self, viewer: &Viewer) -> Result<Vec<ApiTokenInfo>, Error> {
         Ok(self
             .db
             .list_tokens(&viewer.user)
@@ -177,18 +170,18 @@ impl Portal {
         viewer: &Viewer,
         name: String,
         expires_in_days: Option<u32>,
-    ) -> Result<NewApiToken, ApiError> {
+    ) -> Result<NewApiToken, Error> {
         crate::input::single_line("name", &name)?;
         let name = name.trim().to_string();
         if name.is_empty() || name.chars().count() > 64 {
-            return Err(ApiError::invalid(
+            return Err(Error::invalid(
                 "name",
                 "give the token a name of 1 to 64 characters, e.g. \"ci-pipeline\"",
             ));
         }
         if let Some(d) = expires_in_days {
             if !(1..=365).contains(&d) {
-                return Err(ApiError::invalid(
+                return Err(Error::invalid(
                     "expires_in_days",
                     format!("must be 1 to 365 days, or empty for no expiry; got {d}"),
                 ));
@@ -202,7 +195,7 @@ impl Portal {
             .filter(|t| t.revoked_at.is_none())
             .count();
         if live >= MAX_LIVE_TOKENS {
-            return Err(ApiError::conflict(format!(
+            return Err(Error::conflict(format!(
                 "you already have {live} live tokens, the most allowed; revoke one first"
             )));
         }
@@ -232,11 +225,11 @@ impl Portal {
         })
     }
 
-    pub async fn revoke_token(&self, viewer: &Viewer, id: &str) -> Result<(), ApiError> {
+    pub async fn revoke_token(&self, viewer: &Viewer, id: &str) -> Result<(), Error> {
         crate::input::single_line("id", id)?;
         let now = Utc::now();
         if !self.db.revoke_token(&viewer.user, id, now).await? {
-            return Err(ApiError::not_found(format!(
+            return Err(Error::not_found(format!(
                 "you have no live API token with id '{id}'"
             )));
         }

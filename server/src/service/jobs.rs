@@ -8,7 +8,7 @@ impl Portal {
     pub(super) async fn queues_for(
         &self,
         rows: &[JobRow],
-    ) -> Result<HashMap<String, std::sync::Arc<Vec<PendingWorkload>>>, ApiError> {
+    ) -> Result<HashMap<String, std::sync::Arc<Vec<PendingWorkload>>>, Error> {
         let mut pools: Vec<&str> = rows
             .iter()
             .filter(|r| r.state == JobState::Queued)
@@ -35,7 +35,7 @@ impl Portal {
         viewer: &Viewer,
         queue: &[PendingWorkload],
         position: u32,
-    ) -> Result<Vec<AheadJob>, ApiError> {
+    ) -> Result<Vec<AheadJob>, Error> {
         let ahead = &queue[..(position.saturating_sub(1) as usize).min(queue.len())];
         let own: Vec<&str> = ahead
             .iter()
@@ -71,7 +71,7 @@ impl Portal {
         viewer: &Viewer,
         rows: Vec<JobRow>,
         with_ahead: bool,
-    ) -> Result<Vec<Job>, ApiError> {
+    ) -> Result<Vec<Job>, Error> {
         let queues = self.queues_for(&rows).await?;
         let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
         let mut events = self.db.events_for(&ids).await?;
@@ -141,9 +141,9 @@ impl Portal {
     }
 
     /// A job the viewer may see; another team's job is "not found", not "forbidden".
-    pub(super) async fn visible_row(&self, viewer: &Viewer, id: &str) -> Result<JobRow, ApiError> {
+    pub(super) async fn visible_row(&self, viewer: &Viewer, id: &str) -> Result<JobRow, Error> {
         crate::input::single_line("id", id)?;
-        let not_found = || ApiError::not_found(format!("no job with id '{id}'"));
+        let not_found = || Error::not_found(format!("no job with id '{id}'"));
         let row = match self.db.get_job(id).await {
             Ok(r) => r,
             Err(DbError::NotFound) => return Err(not_found()),
@@ -155,17 +155,17 @@ impl Portal {
         Ok(row)
     }
 
-    pub async fn get_job(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError> {
+    pub async fn get_job(&self, viewer: &Viewer, id: &str) -> Result<Job, Error> {
         let row = self.visible_row(viewer, id).await?;
         Ok(self.to_jobs(viewer, vec![row], true).await?.remove(0))
     }
 
-    pub async fn list_jobs(&self, viewer: &Viewer, filter: JobFilter) -> Result<JobList, ApiError> {
+    pub async fn list_jobs(&self, viewer: &Viewer, filter: JobFilter) -> Result<JobList, Error> {
         crate::input::single_line_opt("team", filter.team.as_deref())?;
         let teams = match &filter.team {
             Some(t) if Self::may_see(viewer, t) => Some(vec![t.clone()]),
             Some(t) => {
-                return Err(ApiError::forbidden(format!(
+                return Err(Error::forbidden(format!(
                     "you can list only your own team's jobs, not team '{t}'"
                 ))
                 .with_field("team"))
@@ -189,16 +189,16 @@ impl Portal {
     }
 
     #[tracing::instrument(skip(self, viewer), fields(user = %viewer.user))]
-    pub async fn cancel_job(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError> {
+    pub async fn cancel_job(&self, viewer: &Viewer, id: &str) -> Result<Job, Error> {
         let row = self.visible_row(viewer, id).await?;
         if !(row.user == viewer.user || viewer.is_lead_of(&row.team) || viewer.is_admin) {
-            return Err(ApiError::forbidden(format!(
+            return Err(Error::forbidden(format!(
                 "only {} (who launched it), a lead of team {} or an admin can cancel this job",
                 row.user, row.team
             )));
         }
         if !row.state.is_active() {
-            return Err(ApiError::conflict(format!(
+            return Err(Error::conflict(format!(
                 "the job has already {}; only queued, admitted or running jobs can be cancelled",
                 row.state
             )));
@@ -229,7 +229,7 @@ impl Portal {
                     serde_json::json!({"state": row.state.as_str(), "team": row.team, "user": row.user}),
                 );
                 entry.after = Some(serde_json::json!({"state": "cancelled"}));
-                entry.address = context::current_client_addr();
+                entry.address = crate::context::current_client_addr();
                 self.audit(entry).await?;
             }
             self.publish(LiveChange {
@@ -247,7 +247,7 @@ impl Portal {
         self.get_job(viewer, id).await
     }
 
-    pub async fn home(&self, viewer: &Viewer) -> Result<HomeView, ApiError> {
+    pub async fn home(&self, viewer: &Viewer) -> Result<HomeView, Error> {
         let mine = self
             .list_jobs(
                 viewer,

@@ -65,11 +65,7 @@ impl ValidLaunch {
 }
 
 impl Portal {
-    async fn validate(
-        &self,
-        viewer: &Viewer,
-        req: &LaunchRequest,
-    ) -> Result<ValidLaunch, ApiError> {
+    async fn validate(&self, viewer: &Viewer, req: &LaunchRequest) -> Result<ValidLaunch, Error> {
         use crate::input::{json_single_line, single_line, single_line_opt};
         single_line("template", &req.template)?;
         single_line_opt("pool", req.pool.as_deref())?;
@@ -83,11 +79,11 @@ impl Portal {
         let team = match &req.team {
             Some(t) if viewer.is_member_of(t) => t.clone(),
             Some(t) => {
-                return Err(ApiError::forbidden(format!("you are not a member of team '{t}'")).with_field("team"))
+                return Err(Error::forbidden(format!("you are not a member of team '{t}'")).with_field("team"))
             }
             None => viewer
                 .primary_team()
-                .ok_or_else(|| ApiError::invalid("team", "you are not a member of any team, so you cannot launch jobs yet; ask an admin to add you to one"))?
+                .ok_or_else(|| Error::invalid("team", "you are not a member of any team, so you cannot launch jobs yet; ask an admin to add you to one"))?
                 .to_string(),
         };
         let templates = self.db.list_templates().await?;
@@ -97,7 +93,7 @@ impl Portal {
             .cloned()
             .ok_or_else(|| {
                 let known: Vec<&str> = templates.iter().map(|t| t.name.as_str()).collect();
-                ApiError::invalid(
+                Error::invalid(
                     "template",
                     format!(
                         "unknown template '{}'; known templates: {}",
@@ -113,7 +109,7 @@ impl Portal {
             .unwrap_or_else(|| template.default_pool.clone());
         let pool = pools.iter().find(|p| p.name == pool_name).ok_or_else(|| {
             let known: Vec<&str> = pools.iter().map(|p| p.name.as_str()).collect();
-            ApiError::invalid(
+            Error::invalid(
                 "pool",
                 format!("unknown pool '{pool_name}'; pools: {}", known.join(", ")),
             )
@@ -123,7 +119,7 @@ impl Portal {
             || (gpus <= GPUS_PER_NODE && !gpus.is_power_of_two())
             || (gpus > GPUS_PER_NODE && !gpus.is_multiple_of(GPUS_PER_NODE))
         {
-            return Err(ApiError::invalid("gpus", format!("{gpus} GPUs is not a gang size: use 1, 2, 4 or 8 on one node, or a multiple of 8 for whole nodes")));
+            return Err(Error::invalid("gpus", format!("{gpus} GPUs is not a gang size: use 1, 2, 4 or 8 on one node, or a multiple of 8 for whole nodes")));
         }
         if !template.allowed_gpus.contains(&gpus) {
             let allowed: Vec<String> = template
@@ -131,7 +127,7 @@ impl Portal {
                 .iter()
                 .map(|g| g.to_string())
                 .collect();
-            return Err(ApiError::invalid(
+            return Err(Error::invalid(
                 "gpus",
                 format!(
                     "template {} runs on {} GPUs, not {gpus}",
@@ -141,7 +137,7 @@ impl Portal {
             ));
         }
         if gpus > pool.gpus_total {
-            return Err(ApiError::invalid(
+            return Err(Error::invalid(
                 "gpus",
                 format!(
                     "{} has {} GPUs in all: a {gpus}-GPU gang could never be admitted",
@@ -153,7 +149,7 @@ impl Portal {
         for (key, _) in req.params.iter() {
             if !template.params.iter().any(|p| &p.name == key) {
                 let known: Vec<&str> = template.params.iter().map(|p| p.name.as_str()).collect();
-                return Err(ApiError::invalid(
+                return Err(Error::invalid(
                     format!("params.{key}"),
                     format!(
                         "unknown parameter '{key}'; {} takes: {}",
@@ -166,7 +162,7 @@ impl Portal {
         for spec in &template.params {
             let value = match req.params.get(&spec.name) {
                 Some(v) => spec.check(v).map_err(|m| {
-                    ApiError::invalid(
+                    Error::invalid(
                         format!("params.{}", spec.name),
                         format!("{} {m}", spec.name),
                     )
@@ -177,15 +173,15 @@ impl Portal {
         }
         let max_runtime_s = req.max_runtime_s.unwrap_or(template.default_max_runtime_s);
         if !(MIN_RUNTIME_S..=MAX_RUNTIME_LIMIT_S).contains(&max_runtime_s) {
-            return Err(ApiError::invalid("max_runtime_s", format!("must be between {MIN_RUNTIME_S} s (1 minute) and {MAX_RUNTIME_LIMIT_S} s (14 days), got {max_runtime_s}")));
+            return Err(Error::invalid("max_runtime_s", format!("must be between {MIN_RUNTIME_S} s (1 minute) and {MAX_RUNTIME_LIMIT_S} s (14 days), got {max_runtime_s}")));
         }
         let name = match req.name.as_deref().map(str::trim) {
             None | Some("") => None,
             Some(n) if n.chars().count() > 100 => {
-                return Err(ApiError::invalid("name", "must be at most 100 characters"))
+                return Err(Error::invalid("name", "must be at most 100 characters"))
             }
             Some(n) if n.chars().any(char::is_control) => {
-                return Err(ApiError::invalid(
+                return Err(Error::invalid(
                     "name",
                     "must not contain control characters",
                 ))
@@ -210,12 +206,12 @@ impl Portal {
         viewer: &Viewer,
         req: LaunchRequest,
         key: Option<String>,
-    ) -> Result<(Job, bool), ApiError> {
+    ) -> Result<(Job, bool), Error> {
         let body = serde_json::to_string(&req).map_err(internal)?;
         if let Some(key) = key.as_deref() {
             crate::input::single_line("Idempotency-Key", key)?;
             if key.is_empty() || key.len() > 200 {
-                return Err(ApiError::invalid(
+                return Err(Error::invalid(
                     "Idempotency-Key",
                     "must be 1 to 200 characters",
                 ));
@@ -262,7 +258,7 @@ impl Portal {
                     .await?;
                 return match existing {
                     Some(e) => self.repeat(viewer, e, &body).await,
-                    None => Err(ApiError::conflict(
+                    None => Err(Error::conflict(
                         "a launch with this Idempotency-Key is in progress",
                     )),
                 };
@@ -300,9 +296,9 @@ impl Portal {
         viewer: &Viewer,
         existing: JobRow,
         body: &str,
-    ) -> Result<(Job, bool), ApiError> {
+    ) -> Result<(Job, bool), Error> {
         if existing.request_body.as_deref() != Some(body) {
-            return Err(ApiError::invalid(
+            return Err(Error::invalid(
                 "Idempotency-Key",
                 "this key was already used for a different launch; use a new key for a new launch",
             ));
@@ -313,10 +309,7 @@ impl Portal {
     /// What the cluster would do with this launch now. A gang larger than the team may hold
     /// under the current quotas (`never`) is accepted and waits, as Kueue keeps it pending:
     /// quotas change and cohorts grow. (One larger than the pool is refused in `validate`.)
-    async fn admissibility(
-        &self,
-        v: &ValidLaunch,
-    ) -> Result<crate::cluster::Admissibility, ApiError> {
+    async fn admissibility(&self, v: &ValidLaunch) -> Result<crate::cluster::Admissibility, Error> {
         let spec = v.workload(String::new(), self.cluster.now(), RunSpec::default());
         Ok(self.cluster.check(&spec).await?)
     }
@@ -325,7 +318,7 @@ impl Portal {
         &self,
         viewer: &Viewer,
         req: LaunchRequest,
-    ) -> Result<LaunchCheck, ApiError> {
+    ) -> Result<LaunchCheck, Error> {
         let v = self.validate(viewer, &req).await?;
         let a = self.admissibility(&v).await?;
         Ok(LaunchCheck {
@@ -344,7 +337,7 @@ impl Portal {
         &self,
         viewer: &Viewer,
         req: LaunchRequest,
-    ) -> Result<Option<String>, ApiError> {
+    ) -> Result<Option<String>, Error> {
         if !self.cluster.has_manifests() {
             return Ok(None);
         }

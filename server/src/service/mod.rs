@@ -4,7 +4,6 @@
 
 mod audit;
 mod backend;
-pub mod context;
 mod gpu;
 mod identity;
 mod jobs;
@@ -15,6 +14,8 @@ pub mod session;
 mod templates;
 mod usage;
 
+pub use usage::grouping;
+
 pub use launch::{stored_workload, workload_of};
 pub use live::LiveChange;
 pub use quotas::{parse_strategy, QuotaEdit};
@@ -23,17 +24,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
+use crate::error::Error;
 use app::backend::{Backend, JobFilter};
-use app::error::ApiError;
 use app::model::*;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, watch};
 
-use crate::cluster::{Cluster, ClusterError, PendingWorkload, RunSpec, WorkloadSpec};
+use crate::cluster::{Cluster, PendingWorkload, RunSpec, WorkloadSpec};
 use crate::db::{Db, DbError, JobQuery, JobRow, NewJob, Transition};
 pub use crate::domain::workload::run_spec;
-use context::current_request_id;
 
 pub use crate::domain::template_def::{MAX_RUNTIME_LIMIT_S, MIN_RUNTIME_S};
 /// The most jobs a "who is ahead" list shows.
@@ -63,32 +63,7 @@ pub struct Portal {
     sim: Option<Arc<crate::cluster::sim::SimCluster>>,
 }
 
-impl From<DbError> for ApiError {
-    fn from(e: DbError) -> Self {
-        match e {
-            DbError::NotFound => ApiError::not_found("not found"),
-            DbError::Conflict => ApiError::conflict("that already exists"),
-            other => internal(other),
-        }
-    }
-}
-
-impl From<ClusterError> for ApiError {
-    fn from(e: ClusterError) -> Self {
-        match e {
-            ClusterError::Conflict(m) => ApiError::conflict(format!(
-                "the cluster kept a value someone else set, nothing was changed: {m}"
-            )),
-            other => internal(other),
-        }
-    }
-}
-
-pub fn internal(e: impl std::fmt::Display) -> ApiError {
-    let id = current_request_id();
-    tracing::error!(request_id = %id, error = %e, "internal error");
-    ApiError::internal(&id)
-}
+pub use crate::error::internal;
 
 impl Portal {
     pub fn new(

@@ -24,7 +24,7 @@ pub struct QuotaEdit {
 
 impl QuotaEdit {
     /// From the Quotas page's draft: every field set.
-    pub fn from_draft(d: &app::model::QuotaDraft) -> Result<Self, ApiError> {
+    pub fn from_draft(d: &app::model::QuotaDraft) -> Result<Self, Error> {
         Ok(QuotaEdit {
             nominal: d.nominal_gpus,
             borrowing_limit: d.borrowing_limit_gpus,
@@ -44,9 +44,9 @@ impl QuotaEdit {
 }
 
 /// `BestEffortFIFO` or `StrictFIFO`, or a 422 naming `queueing_strategy`.
-pub fn parse_strategy(s: &str) -> Result<crate::cluster::QueueingStrategy, ApiError> {
+pub fn parse_strategy(s: &str) -> Result<crate::cluster::QueueingStrategy, Error> {
     crate::cluster::QueueingStrategy::parse(s).ok_or_else(|| {
-        ApiError::invalid(
+        Error::invalid(
             "queueing_strategy",
             format!("must be BestEffortFIFO or StrictFIFO (got {s:?})"),
         )
@@ -55,25 +55,21 @@ pub fn parse_strategy(s: &str) -> Result<crate::cluster::QueueingStrategy, ApiEr
 
 /// What a quota may be in a pool of `capacity` GPUs, checked the same for a save and for a
 /// preview: a 422 naming the field.
-fn check_quota(
-    pool: &str,
-    capacity: u32,
-    quota: &crate::cluster::QuotaSpec,
-) -> Result<(), ApiError> {
+fn check_quota(pool: &str, capacity: u32, quota: &crate::cluster::QuotaSpec) -> Result<(), Error> {
     if quota.nominal > capacity {
-        return Err(ApiError::invalid(
+        return Err(Error::invalid(
             "nominal_gpus",
             format!("{pool} has {capacity} GPUs; a nominal quota can be 0 to {capacity}"),
         ));
     }
     if quota.borrowing_limit.is_some_and(|b| b > capacity) {
-        return Err(ApiError::invalid(
+        return Err(Error::invalid(
             "borrowing_limit_gpus",
             format!("{pool} has {capacity} GPUs; a borrowing limit can be 0 to {capacity}, or null for no limit"),
         ));
     }
     if quota.lending_limit.is_some_and(|l| l > quota.nominal) {
-        return Err(ApiError::invalid(
+        return Err(Error::invalid(
             "lending_limit_gpus",
             format!(
                 "a lending limit can be 0 to the nominal quota ({} GPUs), or null to lend all of it",
@@ -86,9 +82,9 @@ fn check_quota(
 
 impl Portal {
     /// Every team's quota in every pool with live use and queued demand (admins only).
-    pub async fn quota_cells(&self, viewer: &Viewer) -> Result<Vec<QuotaCell>, ApiError> {
+    pub async fn quota_cells(&self, viewer: &Viewer) -> Result<Vec<QuotaCell>, Error> {
         if !viewer.is_admin {
-            return Err(ApiError::forbidden("only admins see every team's quotas"));
+            return Err(Error::forbidden("only admins see every team's quotas"));
         }
         let ctx = self.quota_context().await?;
         let mut cells = Vec::new();
@@ -101,7 +97,7 @@ impl Portal {
     }
 
     /// What every quota cell is figured from, read once.
-    async fn quota_context(&self) -> Result<QuotaContext, ApiError> {
+    async fn quota_context(&self) -> Result<QuotaContext, Error> {
         let pools = self.db.list_pools().await?;
         let mut queues = HashMap::new();
         for p in &pools {
@@ -123,7 +119,7 @@ impl Portal {
         team: &str,
         pool: &str,
         ctx: &QuotaContext,
-    ) -> Result<Option<QuotaCell>, ApiError> {
+    ) -> Result<Option<QuotaCell>, Error> {
         let Some((spec, version)) = self.db.quota(team, pool).await? else {
             return Ok(None);
         };
@@ -183,16 +179,16 @@ impl Portal {
         viewer: &Viewer,
         team: &str,
         pool: &str,
-    ) -> Result<QuotaCell, ApiError> {
+    ) -> Result<QuotaCell, Error> {
         if !viewer.is_admin {
-            return Err(ApiError::forbidden("only admins see every team's quotas"));
+            return Err(Error::forbidden("only admins see every team's quotas"));
         }
         crate::input::single_line("team", team)?;
         crate::input::single_line("pool", pool)?;
         let ctx = self.quota_context().await?;
         self.quota_cell(team, pool, &ctx)
             .await?
-            .ok_or_else(|| ApiError::not_found(format!("team {team} has no quota in {pool}")))
+            .ok_or_else(|| Error::not_found(format!("team {team} has no quota in {pool}")))
     }
 
     /// Sets a team's quota in a pool (admins only), if it is still at `if_match` (`None`:
@@ -207,27 +203,25 @@ impl Portal {
         quota: QuotaEdit,
         if_match: Option<i64>,
         address: Option<String>,
-    ) -> Result<QuotaCell, ApiError> {
+    ) -> Result<QuotaCell, Error> {
         if !viewer.is_admin {
-            return Err(ApiError::forbidden("only admins change quotas"));
+            return Err(Error::forbidden("only admins change quotas"));
         }
         crate::input::single_line("team", team)?;
         crate::input::single_line("pool", pool)?;
         let pools = self.db.list_pools().await?;
         let Some(p) = pools.iter().find(|p| p.name == pool) else {
-            return Err(ApiError::not_found(format!(
-                "there is no pool named '{pool}'"
-            )));
+            return Err(Error::not_found(format!("there is no pool named '{pool}'")));
         };
         let capacity = p.nodes * app::model::GPUS_PER_NODE;
         let _one_at_a_time = self.quota_edits.lock().await;
         let Some((before, version)) = self.db.quota(team, pool).await? else {
-            return Err(ApiError::not_found(format!(
+            return Err(Error::not_found(format!(
                 "team {team} has no quota in {pool}"
             )));
         };
         if if_match.is_some_and(|v| v != version) {
-            return Err(ApiError::conflict(format!(
+            return Err(Error::conflict(format!(
                 "this quota was changed by someone else since you loaded it (now version {version}); reload it and apply your change again"
             )));
         }
@@ -262,7 +256,7 @@ impl Portal {
         // changed next, the write committed last: a cluster that refuses leaves nothing
         // stored, and a commit that fails puts the cluster back.
         let Some(write) = self.db.begin_quota_update(&row, version, &audit).await? else {
-            return Err(ApiError::conflict(
+            return Err(Error::conflict(
                 "this quota was changed by someone else at the same moment; reload it and apply your change again",
             ));
         };
@@ -300,9 +294,9 @@ impl Portal {
         viewer: &Viewer,
         changes: Vec<(String, String, QuotaEdit)>,
         days: i64,
-    ) -> Result<QuotaPreview, ApiError> {
+    ) -> Result<QuotaPreview, Error> {
         if !viewer.is_admin {
-            return Err(ApiError::forbidden("only admins preview quota changes"));
+            return Err(Error::forbidden("only admins preview quota changes"));
         }
         for (team, pool, _) in &changes {
             crate::input::single_line("team", team)?;
@@ -332,7 +326,7 @@ impl Portal {
                     slot.2 = quota;
                 }
                 None => {
-                    return Err(ApiError::invalid(
+                    return Err(Error::invalid(
                         "changes",
                         format!("team {team} has no quota in {pool} to change"),
                     ))
@@ -379,7 +373,7 @@ impl Portal {
         })
     }
 
-    pub async fn quota_use(&self, viewer: &Viewer) -> Result<Vec<QuotaUse>, ApiError> {
+    pub async fn quota_use(&self, viewer: &Viewer) -> Result<Vec<QuotaUse>, Error> {
         Ok(self
             .list_pools(viewer)
             .await?

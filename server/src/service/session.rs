@@ -1,7 +1,7 @@
 //! A browser session's user: who signed in, and whether the session still holds (its absolute
 //! lifetime from sign-in, and the idle time the store enforces).
 
-use app::error::ApiError;
+use crate::error::Error;
 use chrono::{TimeDelta, Utc};
 use tower_sessions::Session;
 
@@ -27,7 +27,7 @@ pub struct SessionLimits {
 pub async fn session_user(
     session: &Session,
     limits: SessionLimits,
-) -> Result<Option<String>, ApiError> {
+) -> Result<Option<String>, Error> {
     let internal = super::internal;
     let Some(user) = session.get::<String>(USER_KEY).await.map_err(internal)? else {
         return Ok(None);

@@ -10,10 +10,10 @@ impl Portal {
         viewer: &Viewer,
         text: &str,
         address: Option<String>,
-    ) -> Result<Template, ApiError> {
+    ) -> Result<Template, Error> {
         let t = self.parse_template(viewer, text).await?;
         if self.db.template_state(&t.name).await?.is_some() {
-            return Err(ApiError::conflict(format!(
+            return Err(Error::conflict(format!(
                 "template '{}' exists; add a version with POST /api/v1/templates/{}/versions",
                 t.name, t.name
             )));
@@ -31,24 +31,20 @@ impl Portal {
         name: &str,
         text: &str,
         address: Option<String>,
-    ) -> Result<Template, ApiError> {
+    ) -> Result<Template, Error> {
         crate::input::single_line("name", name)?;
         let mut t = self.parse_template(viewer, text).await?;
         let Some((newest, deprecated)) = self.db.template_state(name).await? else {
-            return Err(ApiError::not_found(format!(
-                "there is no template '{name}'"
-            )));
+            return Err(Error::not_found(format!("there is no template '{name}'")));
         };
         if t.name != name {
-            return Err(ApiError::invalid(
+            return Err(Error::invalid(
                 "template",
                 format!("line 1: name: must be '{name}', the template in the address"),
             ));
         }
         if deprecated {
-            return Err(ApiError::conflict(format!(
-                "template '{name}' is deprecated"
-            )));
+            return Err(Error::conflict(format!("template '{name}' is deprecated")));
         }
         let before = self.db.template_version(name, newest).await?;
         t.version = newest + 1;
@@ -71,18 +67,16 @@ impl Portal {
         viewer: &Viewer,
         name: &str,
         address: Option<String>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), Error> {
         if !viewer.is_admin {
-            return Err(ApiError::forbidden("only admins manage templates"));
+            return Err(Error::forbidden("only admins manage templates"));
         }
         crate::input::single_line("name", name)?;
         let Some((newest, _)) = self.db.template_state(name).await? else {
-            return Err(ApiError::not_found(format!(
-                "there is no template '{name}'"
-            )));
+            return Err(Error::not_found(format!("there is no template '{name}'")));
         };
         if !self.db.deprecate_template(name).await? {
-            return Err(ApiError::conflict(format!(
+            return Err(Error::conflict(format!(
                 "template '{name}' is already deprecated"
             )));
         }
@@ -100,9 +94,9 @@ impl Portal {
         &self,
         viewer: &Viewer,
         text: &str,
-    ) -> Result<Template, ApiError> {
+    ) -> Result<Template, Error> {
         if !viewer.is_admin {
-            return Err(ApiError::forbidden("only admins manage templates"));
+            return Err(Error::forbidden("only admins manage templates"));
         }
         let pools: Vec<(String, u32)> = self
             .db
@@ -115,11 +109,11 @@ impl Portal {
         // as escapes (`"\0"`), are refused in every value, and newlines only in free text.
         crate::input::multi_line("template", text)?;
         let t = crate::domain::template_def::parse(text, &pools)
-            .map_err(|why| ApiError::invalid("template", why))?;
+            .map_err(|why| Error::invalid("template", why))?;
         let fields = serde_json::to_value(&t).map_err(internal)?;
         crate::input::json_text("", &fields, &["description", "help"]).map_err(|e| {
             let at = e.field.unwrap_or_default();
-            ApiError::invalid(
+            Error::invalid(
                 "template",
                 format!("{}: {}", at.trim_start_matches('.'), e.message),
             )
@@ -127,7 +121,7 @@ impl Portal {
         Ok(t)
     }
 
-    pub async fn list_templates(&self, viewer: &Viewer) -> Result<Vec<Template>, ApiError> {
+    pub async fn list_templates(&self, viewer: &Viewer) -> Result<Vec<Template>, Error> {
         let mut list = self.db.list_templates().await?;
         if let Some(team) = viewer.primary_team() {
             let used = self.db.last_used_by_team(team).await?;
@@ -143,8 +137,8 @@ impl Portal {
         viewer: &Viewer,
         name: Option<String>,
         definition: String,
-    ) -> Result<Template, ApiError> {
-        let address = context::current_client_addr();
+    ) -> Result<Template, Error> {
+        let address = crate::context::current_client_addr();
         match name {
             None => self.create_template(viewer, &definition, address).await,
             Some(n) => {

@@ -2,6 +2,17 @@
 
 use super::*;
 
+/// A report's grouping and bucket from their names; a 422 naming the field otherwise.
+pub fn grouping(
+    group_by: &str,
+    bucket: &str,
+) -> Result<(crate::usage::GroupBy, crate::usage::Bucket), Error> {
+    Ok((
+        crate::usage::GroupBy::parse(group_by).map_err(|m| Error::invalid("group_by", m))?,
+        crate::usage::Bucket::parse(bucket).map_err(|m| Error::invalid("bucket", m))?,
+    ))
+}
+
 impl Portal {
     pub fn usage_tz(&self) -> chrono_tz::Tz {
         self.usage_tz
@@ -17,7 +28,7 @@ impl Portal {
         group_by: crate::usage::GroupBy,
         bucket: crate::usage::Bucket,
         team: Option<&str>,
-    ) -> Result<Vec<crate::usage::UsageRow>, ApiError> {
+    ) -> Result<Vec<crate::usage::UsageRow>, Error> {
         crate::input::single_line_opt("team", team)?;
         let teams = self.report_teams(viewer, team)?;
         Ok(crate::usage::from_database(
@@ -39,7 +50,7 @@ impl Portal {
         &self,
         viewer: &Viewer,
         team: Option<&str>,
-    ) -> Result<Option<Vec<String>>, ApiError> {
+    ) -> Result<Option<Vec<String>>, Error> {
         let led: Vec<String> = viewer
             .teams
             .iter()
@@ -49,7 +60,7 @@ impl Portal {
         Ok(match team {
             Some(t) if viewer.is_admin || led.iter().any(|l| l == t) => Some(vec![t.to_string()]),
             Some(t) => {
-                return Err(ApiError::forbidden(format!(
+                return Err(Error::forbidden(format!(
                     "only a lead of team '{t}' or an admin sees its usage"
                 ))
                 .with_field("team"))
@@ -57,7 +68,7 @@ impl Portal {
             None if viewer.is_admin => None,
             None if !led.is_empty() => Some(led),
             None => {
-                return Err(ApiError::forbidden(
+                return Err(Error::forbidden(
                     "usage reports are for team leads and admins",
                 ))
             }
@@ -70,13 +81,12 @@ impl Portal {
         days: u32,
         group_by: String,
         bucket: String,
-    ) -> Result<UsageView, ApiError> {
-        use crate::usage::{Bucket, GroupBy};
+    ) -> Result<UsageView, Error> {
+        use crate::usage::GroupBy;
         if !matches!(days, 1..=400) {
-            return Err(ApiError::invalid("days", "must be 1 to 400"));
+            return Err(Error::invalid("days", "must be 1 to 400"));
         }
-        let g = GroupBy::parse(&group_by)?;
-        let b = Bucket::parse(&bucket)?;
+        let (g, b) = grouping(&group_by, &bucket)?;
         let tz = self.usage_tz;
         let today = self.cluster.now().with_timezone(&tz).date_naive();
         let to_day = today + chrono::Duration::days(1);
@@ -91,7 +101,7 @@ impl Portal {
         let top = |by_idle| {
             let teams = teams.clone();
             async move {
-                Ok::<_, ApiError>(
+                Ok::<_, Error>(
                     self.db
                         .top_jobs(from, to, now, teams.as_deref(), by_idle, 10)
                         .await?

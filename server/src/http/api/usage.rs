@@ -49,7 +49,6 @@ pub(super) async fn usage(
     ApiViewer(v): ApiViewer,
     ApiQuery(q): ApiQuery<UsageQuery>,
 ) -> ApiResult<Response> {
-    use crate::usage::{Bucket, GroupBy};
     let tz = state.portal.usage_tz();
     let today = state.portal.now().with_timezone(&tz).date_naive();
     let to = match &q.to {
@@ -66,8 +65,10 @@ pub(super) async fn usage(
     if to - from > chrono::Duration::days(400) {
         return Err(ApiError::invalid("to", "a report spans at most 400 days").into());
     }
-    let group_by = GroupBy::parse(q.group_by.as_deref().unwrap_or("team"))?;
-    let bucket = Bucket::parse(q.bucket.as_deref().unwrap_or("day"))?;
+    let (group_by, bucket) = crate::service::grouping(
+        q.group_by.as_deref().unwrap_or("team"),
+        q.bucket.as_deref().unwrap_or("day"),
+    )?;
     let csv = match q.format.as_deref().unwrap_or("json") {
         "json" => false,
         "csv" => true,
