@@ -65,8 +65,8 @@ const APP_FOR_LOWER_LAYERS: &[&str] = &["app::model::domain::", "app::format::"]
 const WIRE_TYPES_BELOW_SERVICES: &[(&str, &str, &str)] = &[
     (
         "server/src/db/mod.rs",
-        "app::model::{JobEvent, Template, Viewer}",
-        "the database still returns these wire types (db/identity, db/jobs, db/templates) instead of rows of its own",
+        "app::model::Template",
+        "the database still returns the wire template (with the viewer's last use) instead of a template version of its own",
     ),
     (
         "server/src/domain/workload.rs",

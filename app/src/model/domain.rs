@@ -1,6 +1,6 @@
 //! What the server's lower layers (database, cluster, metrics) may know of the app's types:
-//! job states, priorities, roles and memberships, template parameters and their check, and the
-//! node size. Plain values, no views.
+//! job states, priorities, who is asking (the viewer with their teams and roles), template
+//! parameters and their check, and the node size. Plain values, no views.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -252,6 +252,43 @@ impl ParamSpec {
             Value::String(s) => s.clone(),
             other => other.to_string(),
         }
+    }
+}
+
+/// Who is asking: the signed-in user with their teams and roles, as every permission check
+/// reads them (stored as a user and their memberships).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Viewer {
+    pub user: String,
+    pub display_name: String,
+    pub teams: Vec<Membership>,
+    pub is_admin: bool,
+}
+
+impl Viewer {
+    pub fn is_member_of(&self, team: &str) -> bool {
+        self.teams.iter().any(|m| m.team == team)
+    }
+
+    pub fn is_lead_of(&self, team: &str) -> bool {
+        self.teams
+            .iter()
+            .any(|m| m.team == team && m.role == Role::Lead)
+    }
+
+    pub fn primary_team(&self) -> Option<&str> {
+        self.teams.first().map(|m| m.team.as_str())
+    }
+
+    /// A job runs on a team's quota: only a member of some team may launch one (an admin
+    /// in no team may not).
+    pub fn can_launch(&self) -> bool {
+        !self.teams.is_empty()
+    }
+
+    /// Usage reports are for team leads (their teams) and admins (all).
+    pub fn sees_usage(&self) -> bool {
+        self.is_admin || self.teams.iter().any(|m| m.role == Role::Lead)
     }
 }
 

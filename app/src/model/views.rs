@@ -215,42 +215,6 @@ pub struct QuotaUse {
     pub borrowed_gpus: u32,
 }
 
-/// The signed-in user, as pages and services see them.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Viewer {
-    pub user: String,
-    pub display_name: String,
-    pub teams: Vec<Membership>,
-    pub is_admin: bool,
-}
-
-impl Viewer {
-    pub fn is_member_of(&self, team: &str) -> bool {
-        self.teams.iter().any(|m| m.team == team)
-    }
-
-    pub fn is_lead_of(&self, team: &str) -> bool {
-        self.teams
-            .iter()
-            .any(|m| m.team == team && m.role == Role::Lead)
-    }
-
-    pub fn primary_team(&self) -> Option<&str> {
-        self.teams.first().map(|m| m.team.as_str())
-    }
-
-    /// A job runs on a team's quota: only a member of some team may launch one (an admin
-    /// in no team may not).
-    pub fn can_launch(&self) -> bool {
-        !self.teams.is_empty()
-    }
-
-    /// Usage reports are for team leads (their teams) and admins (all).
-    pub fn sees_usage(&self) -> bool {
-        self.is_admin || self.teams.iter().any(|m| m.role == Role::Lead)
-    }
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HomeView {
     pub viewer: Viewer,

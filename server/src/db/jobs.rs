@@ -2,6 +2,14 @@
 
 use super::*;
 
+/// One state change of a job as stored: when, what it entered (or `preempted`), and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventRow {
+    pub at: DateTime<Utc>,
+    pub kind: String,
+    pub reason: String,
+}
+
 /// A job as stored; the service adds queue position and reason from the cluster.
 #[derive(Clone, Debug)]
 pub struct JobRow {
@@ -297,16 +305,16 @@ impl Db {
         rows.iter().map(job_from_row).collect()
     }
 
-    pub async fn events_for(&self, job_ids: &[&str]) -> Result<HashMap<String, Vec<JobEvent>>> {
+    pub async fn events_for(&self, job_ids: &[&str]) -> Result<HashMap<String, Vec<EventRow>>> {
         let rows = self
             .rows_for_ids(
                 "SELECT job_id, at, kind, reason FROM job_event WHERE job_id IN ({ids}) ORDER BY at, job_event_id",
                 job_ids,
             )
             .await?;
-        let mut out: HashMap<String, Vec<JobEvent>> = HashMap::new();
+        let mut out: HashMap<String, Vec<EventRow>> = HashMap::new();
         for r in rows {
-            out.entry(r.try_get("job_id")?).or_default().push(JobEvent {
+            out.entry(r.try_get("job_id")?).or_default().push(EventRow {
                 at: from_ms(r.try_get("at")?),
                 kind: r.try_get("kind")?,
                 reason: r.try_get("reason")?,

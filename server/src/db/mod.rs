@@ -11,7 +11,7 @@ mod usage;
 
 use audit::insert_audit;
 pub use identity::TokenRow;
-pub use jobs::{JobQuery, JobRow, NewJob, Transition};
+pub use jobs::{EventRow, JobQuery, JobRow, NewJob, Transition};
 pub use pools::{pool_specs, PoolRow, QuotaRow, QuotaWrite};
 use usage::record_interval;
 
@@ -20,8 +20,9 @@ use std::collections::HashMap;
 pub use crate::domain::audit::{AuditEntry, AuditFilter};
 pub use crate::domain::identity::IdentitySignIn;
 use crate::domain::quota::{PoolSpec, QueueingStrategy, QuotaSpec};
+use app::model::domain::Viewer;
 use app::model::domain::{JobState, Membership, ParamSpec, Priority, Role};
-use app::model::{JobEvent, Template, Viewer};
+use app::model::Template;
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::{Map, Value};
 use sqlx::any::{AnyPoolOptions, AnyRow};

@@ -95,7 +95,14 @@ impl Portal {
                 })
                 .collect();
             jobs.push(Job {
-                events,
+                events: events
+                    .into_iter()
+                    .map(|e| JobEvent {
+                        at: e.at,
+                        kind: e.kind,
+                        reason: e.reason,
+                    })
+                    .collect(),
                 preemptions,
                 ahead,
                 queue_position: p.map(|p| p.position_in_pool),
