@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use app::model::Priority;
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use gantry::cluster::admission::QueueingStrategy;
-use gantry::cluster::sim::SimState;
+use gantry::cluster::kueue::KueueState;
+use gantry::cluster::kueue::QueueingStrategy;
 use gantry::cluster::{Change, PoolSpec, QuotaSpec, WorkloadSpec};
 
 fn t0() -> DateTime<Utc> {
@@ -87,7 +87,7 @@ fn baseline() {
         })
         .collect();
     // No node topology in Kueue's test: one "node" as large as the cohort's quota.
-    let mut st = SimState::new(&pools, 20 * queues as u32);
+    let mut st = KueueState::new(&pools, 20 * queues as u32);
     for p in &pools {
         for q in 0..queues {
             st.set_quota(
@@ -223,7 +223,7 @@ fn recompute_after_one_change() {
         nodes: 16,
         strategy: QueueingStrategy::BestEffortFifo,
     };
-    let mut st = SimState::new(std::slice::from_ref(&pool), 8);
+    let mut st = KueueState::new(std::slice::from_ref(&pool), 8);
     let teams = ["nlp", "vision", "speech"];
     for (t, n) in teams.iter().zip([64, 32, 32]) {
         st.set_quota(

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Duration, Utc};
 
-use crate::cluster::sim::SimState;
+use crate::cluster::kueue::KueueState;
 use crate::cluster::{Change, PoolSpec, QuotaSpec, RunSpec, WorkloadSpec};
 use app::model::{Priority, GPUS_PER_NODE};
 
@@ -59,7 +59,7 @@ pub fn replay(
     quotas: &[(String, String, QuotaSpec)],
     trace: &[TraceJob],
 ) -> Vec<TeamOutcome> {
-    let mut st = SimState::new(pools, GPUS_PER_NODE);
+    let mut st = KueueState::new(pools, GPUS_PER_NODE);
     for (team, pool, q) in quotas {
         let _ = st.set_quota(team, pool, *q);
     }

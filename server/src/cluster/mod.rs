@@ -3,8 +3,8 @@
 //! from the visibility API — so the Kubernetes back end can implement it as it stands. The
 //! in-process `sim` back end is the embedded default and the test double.
 
-pub mod admission;
 pub mod k8s;
+pub mod kueue;
 pub mod sim;
 
 use app::model::domain::Priority;
@@ -164,6 +164,6 @@ pub trait Cluster: Send + Sync + 'static {
     /// The names of a pool's `nodes` nodes, in order, for the Pools grid. A node a workload
     /// is placed on that is not among them gets a row of its own.
     fn node_names(&self, pool: &str, nodes: u32) -> Vec<String> {
-        (0..nodes).map(|i| admission::node_name(pool, i)).collect()
+        (0..nodes).map(|i| kueue::node_name(pool, i)).collect()
     }
 }

@@ -14,7 +14,7 @@
 //!   before an earlier one that does not.
 //! - Why pending ← the `QuotaReserved=False` message Kueue writes on the Workload.
 //! - ETA, `check` and pool figures ← a mirror of what the watch saw, run through the same
-//!   admission rules as the sim (`super::admission`).
+//!   admission rules as the sim (`super::kueue`).
 //! - Cancel → delete with foreground propagation. Quota edits → server-side apply of the
 //!   ClusterQueue's quotas without `force`: a field another manager owns is a conflict
 //!   reported back, never overwritten.
@@ -44,7 +44,7 @@ use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::sim::{RestoredWorkload, SimState};
+use super::kueue::{KueueState, RestoredWorkload};
 use super::{
     Admissibility, Change, Cluster, ClusterError, ClusterEvent, PendingWorkload, PoolSpec,
     PoolStatus, QuotaSpec, Result, RunSpec, WorkloadPhase, WorkloadSpec,

@@ -79,7 +79,7 @@ impl KubeCluster {
     }
 
     /// The watched state as the sim's rules see it: quotas, holders on nodes, the queue.
-    pub(super) fn mirror_state(&self) -> SimState {
+    pub(super) fn mirror_state(&self) -> KueueState {
         let m = self.mirror();
         // What the watch saw of a workload, as the sim's rules take it (the runtime from the
         // Workload, else from the submission).
@@ -96,7 +96,7 @@ impl KubeCluster {
                 .unwrap_or(0),
             run: RunSpec::default(),
         };
-        let mut st = SimState::new(&self.pools, GPUS_PER_NODE);
+        let mut st = KueueState::new(&self.pools, GPUS_PER_NODE);
         for ((team, pool), q) in &m.quotas {
             let _ = st.set_quota(team, pool, *q);
         }

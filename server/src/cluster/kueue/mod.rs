@@ -1,5 +1,8 @@
-//! Kueue's admission rules, written once. The sim cluster runs them; the Kubernetes back end
-//! leaves admission to Kueue itself and these rules are the reference the two must agree on.
+//! Kueue's rules and state model, written once: admission (fit, preemption, the scheduling
+//! cycle, the forecast) and the state they act on (`state.rs`) with its queue views
+//! (`view.rs`). The sim cluster runs them; the Kubernetes back end leaves admission to Kueue
+//! itself and mirrors what it watches into the same state for positions and ETAs; the what-if
+//! preview replays history on it.
 //!
 //! Model: each pool is a Kueue cohort; each team's share of it is a ClusterQueue with a
 //! `nominalQuota`, an optional `borrowingLimit` and an optional `lendingLimit` for
@@ -34,10 +37,14 @@
 //!   under `StrictFIFO` the head blocks the rest of its own queue, never another team's
 //!   (<https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#queueing-strategy>).
 //!
-//! `admission/conformance_cases.rs` holds cases ported from Kueue's own tests, with Kueue's
-//! expected results; `admission/conformance.rs` runs them through these rules.
+//! `kueue/conformance_cases.rs` holds cases ported from Kueue's own tests, with Kueue's
+//! expected results; `kueue/conformance.rs` runs them through these rules.
 
 mod cycle;
+mod state;
+mod view;
+
+pub use state::*;
 mod forecast;
 mod preemption;
 

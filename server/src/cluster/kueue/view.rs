@@ -1,7 +1,16 @@
 //! What the sim shows of its state: each pool's queue with positions, reasons and ETAs, the
 //! pools' use, and whether a workload would fit now.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+
 use super::*;
+use crate::cluster::{
+    Admissibility, ClusterError, PendingWorkload, PoolStatus, QuotaSpec, Result, TeamUse,
+    WorkloadSpec,
+};
 
 /// Why a pending workload waits, as a sentence, and whether it can ever start as things are.
 pub(super) fn explain(co: &Cohort, c: &Candidate) -> (String, bool) {
@@ -11,7 +20,7 @@ pub(super) fn explain(co: &Cohort, c: &Candidate) -> (String, bool) {
     }
 }
 
-impl SimState {
+impl KueueState {
     /// The pending workloads of a pool, in order, with why each waits and when it would start.
     pub fn view(&mut self, pool: &str, now: DateTime<Utc>) -> Result<Arc<Vec<PendingWorkload>>> {
         if let Some(v) = self.views.get(pool) {
