@@ -1,7 +1,9 @@
 //! The embedded default's demo data: two HGX pools, three teams with quotas, five users and
 //! realistic templates, plus (optionally) a few jobs so the pools are not empty on first run.
 
-use app::model::{LaunchRequest, ParamKind, ParamSpec, Role, Template};
+use app::model::{LaunchRequest, ParamKind, ParamSpec, Role};
+
+use crate::domain::template::TemplateVersion;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
@@ -183,7 +185,7 @@ fn common(lr: f64, batch: i64, dataset: &str, seq: i64) -> Vec<ParamSpec> {
     ]
 }
 
-pub fn templates() -> Vec<Template> {
+pub fn templates() -> Vec<TemplateVersion> {
     use ParamKind::*;
     let mut llama8 = common(2e-5, 4, "s3://ml-datasets/instruct/v3/", 8192);
     llama8.push(p(
@@ -253,7 +255,7 @@ pub fn templates() -> Vec<Template> {
              params: Vec<ParamSpec>,
              gpus: &[u32],
              default_gpus: u32,
-             hours: u64| Template {
+             hours: u64| TemplateVersion {
         name: name.into(),
         version: 1,
         display_name: display.into(),
@@ -269,7 +271,6 @@ pub fn templates() -> Vec<Template> {
         default_pool: "hgx-h100".into(),
         default_max_runtime_s: hours * 3600,
         trainer_runtime: None,
-        last_used_by_team: None,
     };
     let mut all = vec![
         t("llama-3.1-8b-fsdp", "Llama 3.1 8B full fine-tune", "Llama", "8B", "Full fine-tune (FSDP)",
@@ -404,7 +405,7 @@ pub async fn seed_history(db: &Db, now: DateTime<Utc>) -> anyhow::Result<usize> 
             .filter(|u| u.teams.iter().any(|(t, _)| *t == team))
             .map(|u| u.id)
             .collect();
-        let fitting: Vec<&app::model::Template> = templates
+        let fitting: Vec<&TemplateVersion> = templates
             .iter()
             .filter(|t| t.allowed_gpus.iter().any(|g| *g <= nominal / 2))
             .collect();

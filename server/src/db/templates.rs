@@ -2,11 +2,11 @@
 
 use super::*;
 
-pub(super) fn template_from_row(r: &AnyRow) -> Result<Template> {
+pub(super) fn template_from_row(r: &AnyRow) -> Result<TemplateVersion> {
     let command: String = r.try_get("command")?;
     let params: String = r.try_get("params")?;
     let allowed: String = r.try_get("allowed_gpus")?;
-    Ok(Template {
+    Ok(TemplateVersion {
         name: r.try_get("template_id")?,
         version: r.try_get::<i64, _>("version")? as u32,
         display_name: r.try_get("display_name")?,
@@ -22,13 +22,12 @@ pub(super) fn template_from_row(r: &AnyRow) -> Result<Template> {
         default_pool: r.try_get("default_pool")?,
         default_max_runtime_s: r.try_get::<i64, _>("default_max_runtime_s")? as u64,
         trainer_runtime: r.try_get::<Option<String>, _>("trainer_runtime")?,
-        last_used_by_team: None,
     })
 }
 
 impl Db {
     /// Stores a template and its first version (or a new version of an existing one).
-    pub async fn insert_template(&self, t: &Template, at: DateTime<Utc>) -> Result<()> {
+    pub async fn insert_template(&self, t: &TemplateVersion, at: DateTime<Utc>) -> Result<()> {
         let mut tx = self.begin_write().await?;
         sqlx::query("INSERT INTO template (template_id, display_name, family, model_size, method, description, default_pool, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
                      ON CONFLICT (template_id) DO UPDATE SET display_name = excluded.display_name, family = excluded.family, \
@@ -95,7 +94,11 @@ impl Db {
     }
 
     /// One exact template version (deprecated or not): what a job ran.
-    pub async fn template_version(&self, id: &str, version: u32) -> Result<Option<Template>> {
+    pub async fn template_version(
+        &self,
+        id: &str,
+        version: u32,
+    ) -> Result<Option<TemplateVersion>> {
         let row = sqlx::query(
             "SELECT t.template_id, t.display_name, t.family, t.model_size, t.method, t.description, t.default_pool, \
                     v.version, v.image, v.command, v.params, v.allowed_gpus, v.default_gpus, v.default_max_runtime_s, v.trainer_runtime \
@@ -111,7 +114,7 @@ impl Db {
     }
 
     /// The newest version of every template that is not deprecated.
-    pub async fn list_templates(&self) -> Result<Vec<Template>> {
+    pub async fn list_templates(&self) -> Result<Vec<TemplateVersion>> {
         let rows = sqlx::query(
             "SELECT t.template_id, t.display_name, t.family, t.model_size, t.method, t.description, t.default_pool, \
                     v.version, v.image, v.command, v.params, v.allowed_gpus, v.default_gpus, v.default_max_runtime_s, v.trainer_runtime \

@@ -6,6 +6,7 @@ pub mod accounting;
 pub mod audit;
 pub mod identity;
 pub mod quota;
+pub mod template;
 pub mod template_def;
 pub mod token;
 pub mod workload;

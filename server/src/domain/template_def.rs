@@ -5,8 +5,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_saphyr::Spanned;
 
+use crate::domain::template::TemplateVersion;
 use app::model::domain::{ParamKind, ParamSpec, GPUS_PER_NODE};
-use app::model::Template;
 
 /// Longest max runtime a launch may ask for: 14 days.
 pub const MAX_RUNTIME_LIMIT_S: u64 = 14 * 24 * 3600;
@@ -65,7 +65,7 @@ fn dns_label(s: &str) -> bool {
 
 /// Parses and checks a definition against the pools (name → GPUs); the first mistake, with
 /// its line, is the error.
-pub fn parse(text: &str, pools: &[(String, u32)]) -> Result<Template, String> {
+pub fn parse(text: &str, pools: &[(String, u32)]) -> Result<TemplateVersion, String> {
     let d: TemplateDef = serde_saphyr::from_str(text).map_err(|e| {
         // saphyr's message carries the line and column already
         e.to_string()
@@ -228,7 +228,7 @@ pub fn parse(text: &str, pools: &[(String, u32)]) -> Result<Template, String> {
             .map_err(|why| at(&p.default, &path("default"), why))?;
         params.push(ParamSpec { default, ..spec });
     }
-    Ok(Template {
+    Ok(TemplateVersion {
         name: d.name.value,
         version: 1,
         display_name: d.display_name.value,
@@ -244,7 +244,6 @@ pub fn parse(text: &str, pools: &[(String, u32)]) -> Result<Template, String> {
         default_pool: d.default_pool.value,
         default_max_runtime_s: rt,
         trainer_runtime: d.trainer_runtime.map(|r| r.value),
-        last_used_by_team: None,
     })
 }
 

@@ -2,8 +2,8 @@
 //! its container side, the names its objects get, and a run's GPUs. Plain data built from a
 //! launch or a stored job.
 
+use crate::domain::template::TemplateVersion;
 use app::model::domain::Priority;
-use app::model::Template;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
@@ -41,7 +41,7 @@ pub struct RunSpec {
 
 /// The container side of a job: its exact template version, parameters in the template's order.
 pub fn run_spec(
-    template: &Template,
+    template: &TemplateVersion,
     name: &str,
     user: &str,
     params: &Map<String, Value>,

@@ -8,18 +8,12 @@ impl Portal {
         viewer: &Viewer,
         action: &str,
         target: &str,
-        before: Option<&Template>,
-        after: Option<&Template>,
+        before: Option<&TemplateVersion>,
+        after: Option<&TemplateVersion>,
         address: Option<String>,
     ) -> Result<(), Error> {
         let mut entry = crate::db::AuditEntry::new(&viewer.user, action, target, Utc::now());
-        let shape = |t: &Template| {
-            let mut v = serde_json::to_value(t).unwrap_or_default();
-            if let Some(m) = v.as_object_mut() {
-                m.remove("last_used_by_team");
-            }
-            v
-        };
+        let shape = |t: &TemplateVersion| serde_json::to_value(t).unwrap_or_default();
         entry.before = before.map(shape);
         entry.after = after.map(shape);
         entry.address = address;

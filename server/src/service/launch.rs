@@ -38,7 +38,7 @@ pub fn stored_workload(row: &JobRow, run: RunSpec) -> WorkloadSpec {
 
 /// A launch that passed every check, ready to store.
 struct ValidLaunch {
-    template: Template,
+    template: TemplateVersion,
     team: String,
     pool: String,
     gpus: u32,

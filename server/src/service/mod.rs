@@ -33,6 +33,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::cluster::{Cluster, PendingWorkload, RunSpec, WorkloadSpec};
 use crate::db::{Db, DbError, JobQuery, JobRow, NewJob, Transition};
+use crate::domain::template::TemplateVersion;
 pub use crate::domain::workload::run_spec;
 
 pub use crate::domain::template_def::{MAX_RUNTIME_LIMIT_S, MIN_RUNTIME_S};

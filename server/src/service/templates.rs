@@ -3,6 +3,28 @@
 
 use super::*;
 
+/// A template version as a viewer is shown it, with when their team last launched it.
+fn shown(t: TemplateVersion, last_used_by_team: Option<DateTime<Utc>>) -> Template {
+    Template {
+        name: t.name,
+        version: t.version,
+        display_name: t.display_name,
+        family: t.family,
+        model_size: t.model_size,
+        method: t.method,
+        description: t.description,
+        image: t.image,
+        command: t.command,
+        params: t.params,
+        allowed_gpus: t.allowed_gpus,
+        default_gpus: t.default_gpus,
+        default_pool: t.default_pool,
+        default_max_runtime_s: t.default_max_runtime_s,
+        trainer_runtime: t.trainer_runtime,
+        last_used_by_team,
+    }
+}
+
 impl Portal {
     /// Creates a template (version 1) from its definition (admins only).
     pub(super) async fn create_template(
@@ -10,7 +32,7 @@ impl Portal {
         viewer: &Viewer,
         text: &str,
         address: Option<String>,
-    ) -> Result<Template, Error> {
+    ) -> Result<TemplateVersion, Error> {
         let t = self.parse_template(viewer, text).await?;
         if self.db.template_state(&t.name).await?.is_some() {
             return Err(Error::conflict(format!(
@@ -31,7 +53,7 @@ impl Portal {
         name: &str,
         text: &str,
         address: Option<String>,
-    ) -> Result<Template, Error> {
+    ) -> Result<TemplateVersion, Error> {
         crate::input::single_line("name", name)?;
         let mut t = self.parse_template(viewer, text).await?;
         let Some((newest, deprecated)) = self.db.template_state(name).await? else {
@@ -94,7 +116,7 @@ impl Portal {
         &self,
         viewer: &Viewer,
         text: &str,
-    ) -> Result<Template, Error> {
+    ) -> Result<TemplateVersion, Error> {
         if !viewer.is_admin {
             return Err(Error::forbidden("only admins manage templates"));
         }
@@ -122,14 +144,20 @@ impl Portal {
     }
 
     pub async fn list_templates(&self, viewer: &Viewer) -> Result<Vec<Template>, Error> {
-        let mut list = self.db.list_templates().await?;
-        if let Some(team) = viewer.primary_team() {
-            let used = self.db.last_used_by_team(team).await?;
-            for t in &mut list {
-                t.last_used_by_team = used.get(&t.name).copied();
-            }
-        }
-        Ok(list)
+        let used = match viewer.primary_team() {
+            Some(team) => self.db.last_used_by_team(team).await?,
+            None => HashMap::new(),
+        };
+        Ok(self
+            .db
+            .list_templates()
+            .await?
+            .into_iter()
+            .map(|t| {
+                let last = used.get(&t.name).copied();
+                shown(t, last)
+            })
+            .collect())
     }
 
     pub async fn save_template(
@@ -139,12 +167,13 @@ impl Portal {
         definition: String,
     ) -> Result<Template, Error> {
         let address = crate::context::current_client_addr();
-        match name {
-            None => self.create_template(viewer, &definition, address).await,
+        let t = match name {
+            None => self.create_template(viewer, &definition, address).await?,
             Some(n) => {
                 self.add_template_version(viewer, &n, &definition, address)
-                    .await
+                    .await?
             }
-        }
+        };
+        Ok(shown(t, None))
     }
 }

@@ -69,7 +69,11 @@ fn pool(name: &str, model: &str) -> PoolSpec {
 
 const JOB_ID: &str = "019a7c3e-5b1d-7f00-8a3c-2f6d9e1b4c70";
 
-fn workload(template: &app::model::Template, gpus: u32, team: &str) -> WorkloadSpec {
+fn workload(
+    template: &crate::domain::template::TemplateVersion,
+    gpus: u32,
+    team: &str,
+) -> WorkloadSpec {
     let params: serde_json::Map<String, Value> = template
         .params
         .iter()
