@@ -438,6 +438,33 @@ async fn the_prometheus_back_end_reads_dcgm_series_as_the_exporter_serves_them()
         "engine-active wins over GPU_UTIL: {utils:?}"
     );
 
+    // The Pools grid's read: several jobs in one query (two teams' namespaces, both label
+    // namings, a job Prometheus never saw, and job A's pod name under another team: the
+    // decoy's 8 idle GPUs), each job with exactly the GPUs its own read gives it, in order.
+    let unseen = job("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4aff", "nlp", 8);
+    let asked = [
+        job(JOB_C, "nlp", 8),
+        unseen,
+        job(JOB_A, "nlp", 16),
+        job(JOB_B, "vision", 8),
+        job(JOB_A, "speech", 8),
+    ];
+    let many = m
+        .series_many(&asked, now, now, TimeDelta::seconds(60))
+        .await
+        .unwrap();
+    assert_eq!(many.len(), asked.len());
+    for (got, j) in many.iter().zip(&asked) {
+        let one = m.series(j, now, now, TimeDelta::seconds(60)).await.unwrap();
+        assert_eq!(got, &one, "{j:?}");
+    }
+    let counts: Vec<usize> = many.iter().map(|s| s.gpus.len()).collect();
+    assert_eq!(counts, [8, 0, 16, 8, 8]);
+    let util_of = |s: &gantry::metrics::JobSeries| -> f64 {
+        s.gpus.iter().map(|t| t.readings[0].unwrap().util_pct).sum()
+    };
+    assert!(util_of(&many[2]) > 0.0 && util_of(&many[4]) == 0.0);
+
     // The mean of a run: the exporter's values are constant, so it is exact.
     let mean_a = m
         .interval_mean(&job(JOB_A, "nlp", 16), begun, Utc::now())

@@ -84,6 +84,22 @@ pub trait Metrics: Send + Sync {
         step: TimeDelta,
     ) -> Result<JobSeries, MetricsError>;
 
+    /// [`Metrics::series`] for several jobs at once, in `jobs`' order: the Pools grid asks
+    /// once per pool. The default asks job by job; a back end that can do one query does.
+    async fn series_many(
+        &self,
+        jobs: &[JobGpus],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        step: TimeDelta,
+    ) -> Result<Vec<JobSeries>, MetricsError> {
+        let mut out = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            out.push(self.series(job, from, to, step).await?);
+        }
+        Ok(out)
+    }
+
     /// Mean utilization (0..=1) of all the job's GPUs over `[start, end)`; `None` when the
     /// back end has no samples for it.
     async fn interval_mean(

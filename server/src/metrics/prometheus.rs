@@ -133,9 +133,11 @@ impl PrometheusMetrics {
         })
     }
 
-    /// The series of `metric` for the job's pods, under either label naming.
+    /// The series of `metric` for the job's pods, under either label naming: what
+    /// [`Metrics::series`] asks for one job.
+    #[cfg(test)]
     fn selector(&self, job: &JobGpus, metric: &str) -> String {
-        self.select(job, metric, |s| s)
+        self.select_many(std::slice::from_ref(job), metric)
     }
 
     /// `wrap` applied to the job's series of `metric` under each label naming, joined by `or`.
@@ -154,12 +156,42 @@ impl PrometheusMetrics {
         )
     }
 
-    /// The job's GPU a series belongs to, and the node it is on.
+    /// `metric` for the pods of every job in `jobs`, under either label naming: one selector
+    /// per namespace (team) and naming, that namespace's jobs' pods in one pattern.
+    fn select_many(&self, jobs: &[JobGpus], metric: &str) -> String {
+        let mut by_ns: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for job in jobs {
+            by_ns
+                .entry(format!("{}{}", self.namespace_prefix, job.team))
+                .or_default()
+                .push(format!(
+                    "{}-.+",
+                    crate::domain::workload::object_name(&job.job_id)
+                ));
+        }
+        by_ns
+            .iter()
+            .flat_map(|(ns, pods)| {
+                let ns = promql_string(ns);
+                let pods = promql_string(&pods.join("|"));
+                [
+                    format!("{metric}{{namespace={ns},pod=~{pods}}}"),
+                    format!("{metric}{{exported_namespace={ns},exported_pod=~{pods}}}"),
+                ]
+            })
+            .collect::<Vec<_>>()
+            .join(" or ")
+    }
+
+    /// The job's GPU a series belongs to, and the node it is on: its pod (in the job's
+    /// namespace) under either label naming.
     fn gpu_of(&self, job: &JobGpus, labels: &BTreeMap<String, String>) -> Option<(GpuKey, String)> {
         let prefix = format!("{}-", crate::domain::workload::object_name(&job.job_id));
-        let pod = ["pod", "exported_pod"]
+        let ns = format!("{}{}", self.namespace_prefix, job.team);
+        let pod = [("pod", "namespace"), ("exported_pod", "exported_namespace")]
             .iter()
-            .filter_map(|k| labels.get(*k))
+            .filter(|(_, n)| labels.get(*n) == Some(&ns))
+            .filter_map(|(p, _)| labels.get(*p))
             .find(|p| p.starts_with(&prefix))?;
         let gpu = labels.get("gpu")?.parse().ok()?;
         let node = labels
@@ -273,30 +305,51 @@ impl Metrics for PrometheusMetrics {
         to: DateTime<Utc>,
         step: TimeDelta,
     ) -> Result<JobSeries, MetricsError> {
+        let mut one = self
+            .series_many(std::slice::from_ref(job), from, to, step)
+            .await?;
+        Ok(one.remove(0))
+    }
+
+    async fn series_many(
+        &self,
+        jobs: &[JobGpus],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        step: TimeDelta,
+    ) -> Result<Vec<JobSeries>, MetricsError> {
         let times = super::steps(from, to, step);
-        if times.is_empty() || times.len() as i64 > MAX_POINTS {
-            return Ok(JobSeries {
-                times,
-                gpus: Vec::new(),
-            });
+        if jobs.is_empty() || times.is_empty() || times.len() as i64 > MAX_POINTS {
+            return Ok(jobs
+                .iter()
+                .map(|_| JobSeries {
+                    times: times.clone(),
+                    gpus: Vec::new(),
+                })
+                .collect());
         }
         let (util, active, fb, power) = futures::try_join!(
-            self.range(self.selector(job, GPU_UTIL), from, to, step),
-            self.range(self.selector(job, GR_ENGINE_ACTIVE), from, to, step),
-            self.range(self.selector(job, FB_USED), from, to, step),
-            self.range(self.selector(job, POWER_USAGE), from, to, step),
+            self.range(self.select_many(jobs, GPU_UTIL), from, to, step),
+            self.range(self.select_many(jobs, GR_ENGINE_ACTIVE), from, to, step),
+            self.range(self.select_many(jobs, FB_USED), from, to, step),
+            self.range(self.select_many(jobs, POWER_USAGE), from, to, step),
         )?;
-        // Per GPU and metric, the value at each of `times`.
+        // Per job, GPU and metric, the value at each of `times`.
         type Columns = [Vec<Option<f64>>; 4];
-        let mut by_gpu: BTreeMap<GpuKey, (String, Columns)> = BTreeMap::new();
+        let mut by_gpu: Vec<BTreeMap<GpuKey, (String, Columns)>> =
+            jobs.iter().map(|_| BTreeMap::new()).collect();
         let step_s = step.num_milliseconds() as f64 / 1000.0;
         let from_s = from.timestamp_millis() as f64 / 1000.0;
         for (column, samples) in [util, active, fb, power].into_iter().enumerate() {
             for sample in samples {
-                let Some((key, node)) = self.gpu_of(job, &sample.metric) else {
+                let Some((j, (key, node))) = jobs
+                    .iter()
+                    .enumerate()
+                    .find_map(|(j, job)| self.gpu_of(job, &sample.metric).map(|k| (j, k)))
+                else {
                     continue;
                 };
-                let entry = by_gpu
+                let entry = by_gpu[j]
                     .entry(key)
                     .or_insert_with(|| (node, std::array::from_fn(|_| vec![None; times.len()])));
                 for (ts, v) in &sample.values {
@@ -309,24 +362,29 @@ impl Metrics for PrometheusMetrics {
                 }
             }
         }
-        let gpus = by_gpu
+        Ok(by_gpu
             .into_iter()
-            .map(|(key, (node, [util, active, fb, power]))| GpuTrack {
-                node: Some(node),
-                gpu: key.gpu,
-                readings: (0..times.len())
-                    .map(|i| {
-                        let util_pct = active[i].map(|a| a * 100.0).or(util[i])?;
-                        Some(GpuReading {
-                            util_pct: util_pct.clamp(0.0, 100.0),
-                            fb_used_mib: fb[i].unwrap_or(0.0),
-                            power_w: power[i].unwrap_or(0.0),
-                        })
+            .map(|gpus| JobSeries {
+                times: times.clone(),
+                gpus: gpus
+                    .into_iter()
+                    .map(|(key, (node, [util, active, fb, power]))| GpuTrack {
+                        node: Some(node),
+                        gpu: key.gpu,
+                        readings: (0..times.len())
+                            .map(|i| {
+                                let util_pct = active[i].map(|a| a * 100.0).or(util[i])?;
+                                Some(GpuReading {
+                                    util_pct: util_pct.clamp(0.0, 100.0),
+                                    fb_used_mib: fb[i].unwrap_or(0.0),
+                                    power_w: power[i].unwrap_or(0.0),
+                                })
+                            })
+                            .collect(),
                     })
                     .collect(),
             })
-            .collect();
-        Ok(JobSeries { times, gpus })
+            .collect())
     }
 
     async fn interval_mean(

@@ -177,41 +177,61 @@ impl Portal {
             .collect();
         let mut metrics_note = None;
         let running_since = self.db.open_interval_starts().await?;
-        for job in self.db.active_jobs().await? {
-            if !matches!(job.state, JobState::Admitted | JobState::Running) {
-                continue;
-            }
-            let Some(grid) = grids.iter_mut().find(|g| g.pool == job.pool) else {
-                continue;
-            };
-            let visible = Self::may_see(viewer, &job.team);
-            let since = running_since.get(&job.id).copied();
-            let gpus = crate::domain::workload::JobGpus {
-                job_id: job.id.clone(),
-                team: job.team.clone(),
-                gpus: job.gpus,
-                since: since.unwrap_or(now),
-            };
-            // The job's GPUs now, one query per job; a back end that is down leaves the
-            // cells coloured by allocation only (and is not asked again for the next job).
-            let readings = match (&self.metrics, since) {
-                (Some(m), Some(_)) if metrics_note.is_none() => match m
-                    .series(&gpus, now, now, chrono::TimeDelta::seconds(60))
+        let held: Vec<JobRow> = self
+            .db
+            .active_jobs()
+            .await?
+            .into_iter()
+            .filter(|j| matches!(j.state, JobState::Admitted | JobState::Running))
+            .collect();
+        // Every running job's GPUs now, one query per pool; a back end that is down leaves
+        // the cells coloured by allocation only (and is not asked again for the next pool).
+        let mut readings: HashMap<String, Vec<crate::metrics::GpuTrack>> = HashMap::new();
+        if let Some(m) = &self.metrics {
+            for grid in &grids {
+                let jobs: Vec<crate::domain::workload::JobGpus> = held
+                    .iter()
+                    .filter(|j| j.pool == grid.pool)
+                    .filter_map(|j| {
+                        running_since
+                            .get(&j.id)
+                            .map(|since| crate::domain::workload::JobGpus {
+                                job_id: j.id.clone(),
+                                team: j.team.clone(),
+                                gpus: j.gpus,
+                                since: *since,
+                            })
+                    })
+                    .collect();
+                if jobs.is_empty() || metrics_note.is_some() {
+                    continue;
+                }
+                match m
+                    .series_many(&jobs, now, now, chrono::TimeDelta::seconds(60))
                     .await
                 {
-                    Ok(s) => Some(s.gpus),
+                    Ok(all) => {
+                        for (job, s) in jobs.iter().zip(all) {
+                            readings.insert(job.job_id.clone(), s.gpus);
+                        }
+                    }
                     Err(e) => {
-                        tracing::debug!(job.id = %job.id, error = %e, "pools grid: no utilization");
+                        tracing::debug!(pool = %grid.pool, error = %e, "pools grid: no utilization");
                         metrics_note = Some(format!(
                             "Utilization not shown. Metrics unavailable: {} ({}).",
                             e.reason(),
                             now.format("%H:%M UTC")
                         ));
-                        None
                     }
-                },
-                _ => None,
+                }
+            }
+        }
+        for job in held {
+            let Some(grid) = grids.iter_mut().find(|g| g.pool == job.pool) else {
+                continue;
             };
+            let visible = Self::may_see(viewer, &job.team);
+            let readings = readings.get(&job.id);
             let mut g = 0u32;
             for node in &job.node_names {
                 let row = match grid.nodes.iter().position(|n| &n.name == node) {
@@ -226,7 +246,6 @@ impl Portal {
                         break;
                     }
                     let util = readings
-                        .as_ref()
                         .and_then(|tracks| tracks.get(g as usize))
                         .and_then(|t| t.readings.first().copied().flatten())
                         .map(|r| r.util_pct);
