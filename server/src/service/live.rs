@@ -23,6 +23,38 @@ impl Portal {
         let _ = self.live.send(change);
     }
 
+    /// What a viewer's live stream says of a change: the job's id when it is their team's
+    /// (or they are an admin); of another team's job only which pool moved (queue positions
+    /// may have changed). `None` (changes were missed): nothing but the time, so pages
+    /// refetch everything.
+    pub fn live_event(&self, viewer: &Viewer, change: Option<LiveChange>) -> LiveEvent {
+        match change {
+            Some(c) => LiveEvent::Job {
+                job_id: if Self::may_see(viewer, &c.team) {
+                    c.job_id
+                } else {
+                    String::new()
+                },
+                pool: c.pool,
+                state: c.state,
+                now: c.at,
+            },
+            None => LiveEvent::Job {
+                job_id: String::new(),
+                pool: String::new(),
+                state: JobState::Queued,
+                now: self.cluster.now(),
+            },
+        }
+    }
+
+    /// The live stream's clock tick.
+    pub fn live_tick(&self) -> LiveEvent {
+        LiveEvent::Tick {
+            now: self.cluster.now(),
+        }
+    }
+
     /// Waits until every cluster event so far is in the database, so a response reflects
     /// what the cluster already did (an immediate admission, a freed slot).
     pub async fn sync(&self) {

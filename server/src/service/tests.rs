@@ -1,6 +1,6 @@
 //! Quota saves in the right order: the version checked and the change written in the
 //! database, the cluster changed, the write committed; each failure leaves the cluster and the
-//! database agreeing.
+//! database agreeing. And what a live stream shows a viewer.
 
 use std::sync::atomic::Ordering;
 
@@ -145,5 +145,47 @@ async fn a_quota_that_cannot_be_stored_is_taken_back_from_the_cluster() {
         Some(SEEDED_IN_CLUSTER)
     );
     f.stop().await;
+    db.drop_database().await;
+}
+
+/// A live stream tells a viewer the job ids of their own team's changes (and an admin every
+/// id); of another team's change only which pool moved; after missed changes, only the time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_stream_shows_only_what_the_viewer_may_see() {
+    use app::model::{JobState, LiveEvent};
+    let db = TestDb::sqlite();
+    let f = Fixture::start(&db).await;
+    let (alice, carol) = (f.viewer("alice").await, f.viewer("carol").await);
+    let change = |team: &str| crate::service::LiveChange {
+        job_id: "j-1".into(),
+        team: team.into(),
+        pool: "hgx-h100".into(),
+        state: JobState::Running,
+        at: chrono::Utc::now(),
+    };
+    let id_of = |e: LiveEvent| match e {
+        LiveEvent::Job { job_id, pool, .. } => (job_id, pool),
+        other => panic!("{other:?}"),
+    };
+    let own = alice.teams[0].team.clone();
+    let other = if own == "nlp" { "vision" } else { "nlp" };
+    assert!(!alice.is_member_of(other) && !alice.is_admin);
+    assert_eq!(
+        id_of(f.portal.live_event(&alice, Some(change(&own)))),
+        ("j-1".to_string(), "hgx-h100".to_string())
+    );
+    assert_eq!(
+        id_of(f.portal.live_event(&alice, Some(change(other)))),
+        (String::new(), "hgx-h100".to_string())
+    );
+    assert!(carol.is_admin);
+    assert_eq!(
+        id_of(f.portal.live_event(&carol, Some(change(other)))).0,
+        "j-1"
+    );
+    assert_eq!(
+        id_of(f.portal.live_event(&alice, None)),
+        (String::new(), String::new())
+    );
     db.drop_database().await;
 }

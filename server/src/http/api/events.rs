@@ -57,25 +57,9 @@ pub(super) async fn stream_events(
     loop {
         let event = tokio::select! {
             msg = live.recv() => match msg {
-                Ok(c) if viewer.is_admin || viewer.is_member_of(&c.team) => LiveEvent::Job {
-                    job_id: c.job_id,
-                    pool: c.pool,
-                    state: c.state,
-                    now: c.at,
-                },
-                Ok(c) => LiveEvent::Job {
-                    job_id: String::new(),
-                    pool: c.pool,
-                    state: c.state,
-                    now: c.at,
-                },
+                Ok(c) => portal.live_event(&viewer, Some(c)),
                 // Missed some: a pool-less change makes the page refetch everything.
-                Err(RecvError::Lagged(_)) => LiveEvent::Job {
-                    job_id: String::new(),
-                    pool: String::new(),
-                    state: JobState::Queued,
-                    now: app::backend::Backend::now(&*portal),
-                },
+                Err(RecvError::Lagged(_)) => portal.live_event(&viewer, None),
                 Err(RecvError::Closed) => return,
             },
             _ = every.tick() => {
@@ -90,9 +74,7 @@ pub(super) async fn stream_events(
                     // The database did not answer: keep the stream, ask again next time.
                     Err(e) => tracing::warn!(error = %e, "live stream: could not check its holder"),
                 }
-                LiveEvent::Tick {
-                    now: app::backend::Backend::now(&*portal),
-                }
+                portal.live_tick()
             }
             // The client went away.
             _ = tx.closed() => return,

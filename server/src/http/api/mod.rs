@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use app::backend::JobFilter;
 use app::error::{ApiError, ErrorCode};
-use app::model::{JobState, LaunchRequest, LiveEvent};
+use app::model::{JobState, LaunchRequest};
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, RawPathParams, Request, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
