@@ -137,28 +137,18 @@ impl PrometheusMetrics {
     /// [`Metrics::series`] asks for one job.
     #[cfg(test)]
     fn selector(&self, job: &JobGpus, metric: &str) -> String {
-        self.select_many(std::slice::from_ref(job), metric)
-    }
-
-    /// `wrap` applied to the job's series of `metric` under each label naming, joined by `or`.
-    fn select(&self, job: &JobGpus, metric: &str, wrap: impl Fn(String) -> String) -> String {
-        let ns = promql_string(&format!("{}{}", self.namespace_prefix, job.team));
-        let pods = promql_string(&format!(
-            "{}-.+",
-            crate::domain::workload::object_name(&job.job_id)
-        ));
-        format!(
-            "{} or {}",
-            wrap(format!("{metric}{{namespace={ns},pod=~{pods}}}")),
-            wrap(format!(
-                "{metric}{{exported_namespace={ns},exported_pod=~{pods}}}"
-            ))
-        )
+        self.select_many(std::slice::from_ref(job), metric, |s| s)
     }
 
     /// `metric` for the pods of every job in `jobs`, under either label naming: one selector
-    /// per namespace (team) and naming, that namespace's jobs' pods in one pattern.
-    fn select_many(&self, jobs: &[JobGpus], metric: &str) -> String {
+    /// per namespace (team) and naming, that namespace's jobs' pods in one pattern, each with
+    /// `wrap` applied, joined by `or`.
+    fn select_many(
+        &self,
+        jobs: &[JobGpus],
+        metric: &str,
+        wrap: impl Fn(String) -> String,
+    ) -> String {
         let mut by_ns: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for job in jobs {
             by_ns
@@ -175,8 +165,10 @@ impl PrometheusMetrics {
                 let ns = promql_string(ns);
                 let pods = promql_string(&pods.join("|"));
                 [
-                    format!("{metric}{{namespace={ns},pod=~{pods}}}"),
-                    format!("{metric}{{exported_namespace={ns},exported_pod=~{pods}}}"),
+                    wrap(format!("{metric}{{namespace={ns},pod=~{pods}}}")),
+                    wrap(format!(
+                        "{metric}{{exported_namespace={ns},exported_pod=~{pods}}}"
+                    )),
                 ]
             })
             .collect::<Vec<_>>()
@@ -329,10 +321,15 @@ impl Metrics for PrometheusMetrics {
                 .collect());
         }
         let (util, active, fb, power) = futures::try_join!(
-            self.range(self.select_many(jobs, GPU_UTIL), from, to, step),
-            self.range(self.select_many(jobs, GR_ENGINE_ACTIVE), from, to, step),
-            self.range(self.select_many(jobs, FB_USED), from, to, step),
-            self.range(self.select_many(jobs, POWER_USAGE), from, to, step),
+            self.range(self.select_many(jobs, GPU_UTIL, |s| s), from, to, step),
+            self.range(
+                self.select_many(jobs, GR_ENGINE_ACTIVE, |s| s),
+                from,
+                to,
+                step
+            ),
+            self.range(self.select_many(jobs, FB_USED, |s| s), from, to, step),
+            self.range(self.select_many(jobs, POWER_USAGE, |s| s), from, to, step),
         )?;
         // Per job, GPU and metric, the value at each of `times`.
         type Columns = [Vec<Option<f64>>; 4];
@@ -397,8 +394,11 @@ impl Metrics for PrometheusMetrics {
         if secs <= 0 {
             return Ok(None);
         }
-        let over =
-            |metric: &str| self.select(job, metric, |s| format!("avg_over_time({s}[{secs}s])"));
+        let over = |metric: &str| {
+            self.select_many(std::slice::from_ref(job), metric, |s| {
+                format!("avg_over_time({s}[{secs}s])")
+            })
+        };
         let (util, active) = futures::try_join!(
             self.instant(over(GPU_UTIL), end),
             self.instant(over(GR_ENGINE_ACTIVE), end),

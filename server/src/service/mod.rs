@@ -64,7 +64,7 @@ pub struct Portal {
     sim: Option<Arc<crate::cluster::sim::SimCluster>>,
 }
 
-pub use crate::error::internal;
+use crate::error::internal;
 
 impl Portal {
     pub fn new(
