@@ -48,6 +48,21 @@ pub trait Backend: Send + Sync + 'static {
     async fn list_jobs(&self, viewer: &Viewer, filter: JobFilter) -> Result<JobList, ApiError>;
     async fn get_job(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError>;
     async fn cancel_job(&self, viewer: &Viewer, id: &str) -> Result<Job, ApiError>;
+    /// A job's log lines: `rank` a node rank or `None` for all, the last `tail` lines.
+    async fn job_logs(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        rank: Option<u32>,
+        tail: usize,
+    ) -> Result<JobLogs, ApiError>;
+    /// The job again as it was (or on the template's current version); returns the new job.
+    async fn rerun_job(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        use_current_version: bool,
+    ) -> Result<Job, ApiError>;
     /// Every team × pool quota with live figures (admins only).
     async fn quota_cells(&self, viewer: &Viewer) -> Result<Vec<QuotaCell>, ApiError>;
     /// Sets one quota if it is still at `version` (admins only).

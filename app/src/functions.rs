@@ -203,6 +203,18 @@ pub async fn cancel_job(id: String) -> Result<Job, ApiError> {
 }
 
 #[server]
+pub async fn get_job_logs(id: String, rank: Option<u32>, tail: usize) -> Result<JobLogs, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.job_logs(&viewer, &id, rank, tail).await
+}
+
+#[server]
+pub async fn rerun_job(id: String, use_current_version: bool) -> Result<Job, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.rerun_job(&viewer, &id, use_current_version).await
+}
+
+#[server]
 pub async fn get_usage(days: u32, group_by: String, bucket: String) -> Result<UsageView, ApiError> {
     let (backend, viewer) = ssr::backend_and_viewer().await?;
     backend.usage_view(&viewer, days, group_by, bucket).await

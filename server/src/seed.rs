@@ -378,6 +378,7 @@ pub fn demo_launch(template: &str, gpus: u32, pool: &str, hours: u64) -> LaunchR
         name: None,
         priority: None,
         team: None,
+        ..Default::default()
     }
 }
 
@@ -455,6 +456,7 @@ pub async fn seed_history(db: &Db, now: DateTime<Utc>) -> anyhow::Result<usize> 
                         idempotency_key: None,
                         request_body: "{}",
                         created_at: t,
+                        cloned_from: None,
                     },
                     "Queued (demo history)",
                 )

@@ -61,10 +61,20 @@ impl Running {
         for t in &self.tasks {
             t.abort();
         }
-        if let Err(e) = self.db.save_sim_clock(self.portal.cluster().now()).await {
-            tracing::warn!(error = %e, "could not save the sim clock at shutdown");
+        let save = self.db.save_sim_clock(self.portal.cluster().now());
+        match tokio::time::timeout(Duration::from_secs(10), save).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not save the sim clock at shutdown"),
+            Err(_) => tracing::warn!("could not save the sim clock at shutdown: no answer in 10 s"),
         }
-        self.db.close().await;
+        // The pool closes when every connection is back; a request still running after the
+        // server's grace period may hold one: shutdown does not wait for it forever.
+        if tokio::time::timeout(Duration::from_secs(10), self.db.close())
+            .await
+            .is_err()
+        {
+            tracing::warn!("database connections still in use 10 s after shutdown; leaving them");
+        }
     }
 }
 
@@ -281,6 +291,10 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         seed_jobs(&portal).await?;
     }
     tasks.push(crate::workers::reconciler::spawn_resender(portal.clone()));
+    tasks.push(crate::workers::keeper::spawn_keeper(
+        portal.clone(),
+        Duration::from_secs(2),
+    ));
     tasks.push(crate::workers::recorder::spawn_recorder(
         db.clone(),
         metrics.clone(),

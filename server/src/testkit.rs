@@ -170,6 +170,19 @@ impl Cluster for Wrapped {
     fn last_seq(&self) -> u64 {
         self.sim.last_seq()
     }
+    async fn logs(
+        &self,
+        src: &crate::cluster::LogSource,
+        q: &crate::cluster::LogQuery,
+    ) -> Result<Option<Vec<app::model::domain::LogLine>>> {
+        self.sim.logs(src, q).await
+    }
+    async fn failure(
+        &self,
+        src: &crate::cluster::LogSource,
+    ) -> Result<Option<app::model::domain::JobFailure>> {
+        self.sim.failure(src).await
+    }
 }
 
 /// A portal over `db` with the demo catalog, the sim (manual clock) behind [`Wrapped`], and

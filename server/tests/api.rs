@@ -17,8 +17,13 @@ use test_db::{Database, Target};
 
 /// Stops the server and drops the test's Postgres database.
 async fn finish(app: App, db: Database) {
-    app.running.stop().await;
-    db.drop_database().await;
+    let limit = std::time::Duration::from_secs(60);
+    tokio::time::timeout(limit, app.running.stop())
+        .await
+        .expect("the server stops within 60 s");
+    tokio::time::timeout(limit, db.drop_database())
+        .await
+        .expect("the test database is dropped within 60 s");
 }
 
 async fn fresh_database(target: Target) -> Database {
@@ -236,6 +241,8 @@ on_both!(
     no_launch_is_lost_to_the_resender,
     a_job_set_to_fail_fails_frees_its_gpus_and_counts_until_then,
     every_page_by_role,
+    logs_are_read_followed_and_kept_after_the_pods_go,
+    rerun_and_clone_keep_the_values_and_link_both_ways,
 );
 
 const NEOX: &str = "\
@@ -738,10 +745,11 @@ async fn kube_back_end_keeps_serving_while_the_api_server_is_down(t: Target) {
     c.cluster.backend = gantry::config::ClusterBackend::Kube;
     c.kube.kubeconfig = Some(kubeconfig);
     c.kube.timeout_s = 2;
-    let app = App::start_with(c).await;
-    let alice = app.client("alice").await;
+    // Each step is bounded and named: this test once hung in CI without saying where.
+    let app = within("start on an unreachable API server", App::start_with(c)).await;
+    let alice = within("sign in", app.client("alice")).await;
 
-    let job = alice.launch(llama(16)).await;
+    let job = within("launch", alice.launch(llama(16))).await;
     assert_eq!(job["state"], "queued");
     let reason = job["pending_reason"].as_str().unwrap_or_default();
     assert!(
@@ -806,6 +814,13 @@ async fn kube_back_end_keeps_serving_while_the_api_server_is_down(t: Target) {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{err}");
     finish(app, db).await;
+}
+
+/// `fut`, or a panic naming `what` after 60 s.
+async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(std::time::Duration::from_secs(60), fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: no answer within 60 s"))
 }
 
 async fn strict_fifo_pool_blocks_behind_its_head(t: Target) {
@@ -3965,6 +3980,388 @@ async fn a_job_set_to_fail_fails_frees_its_gpus_and_counts_until_then(t: Target)
 }
 
 // ---- the edge, fuzzed (issue 13, point 11) ---------------------------------------------
+
+/// A log read as text: status, where it came from, and the body.
+async fn log_text(c: &Client, id: &str, query: &str) -> (StatusCode, String, String) {
+    let res = c
+        .http
+        .get(format!("{}/api/v1/jobs/{id}/logs?{query}", c.base))
+        .send()
+        .await
+        .unwrap();
+    let status = res.status();
+    let source = res
+        .headers()
+        .get("x-gantry-log-source")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    (status, source, res.text().await.unwrap())
+}
+
+/// The data lines and event names of a server-sent event stream read until `until` says
+/// stop, or 20 s pass.
+async fn read_sse(mut res: reqwest::Response, until: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let mut buf = String::new();
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !until(&seen) {
+        let chunk = match tokio::time::timeout_at(deadline, res.chunk()).await {
+            Ok(Ok(Some(c))) => c,
+            _ => break,
+        };
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(i) = buf.find("\n\n") {
+            let event: String = buf.drain(..i + 2).collect();
+            for line in event.lines() {
+                if let Some(d) = line.strip_prefix("data:") {
+                    seen.push(d.trim().to_string());
+                } else if let Some(e) = line.strip_prefix("event:") {
+                    seen.push(format!("event {}", e.trim()));
+                }
+            }
+        }
+    }
+    seen
+}
+
+/// Logs: per rank and interleaved, as text with kubectl's timestamps, tail, JSON, another
+/// team's job a 404; followed as server-sent events until the job fails (the failing rank's
+/// traceback comes through, then `end`); the failure read from the pods; and after the pods
+/// are deleted, the lines Gantry kept, across a restart.
+async fn logs_are_read_followed_and_kept_after_the_pods_go(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let dave = app.client("dave").await;
+    let carol = app.client("carol").await;
+    let job = alice
+        .launch(json!({
+            "template": "llama-3.1-8b-fsdp", "gpus": 16, "pool": "hgx-h100", "max_runtime_s": 7200,
+            "params": { "sim_fail_after_s": 1200, "sim_fail_reason": "OOMKilled" }
+        }))
+        .await;
+    assert_eq!(job["state"], "admitted", "{job}");
+    let id = job["id"].as_str().unwrap().to_string();
+    carol.advance(600).await;
+
+    let (status, source, rank0) = log_text(&alice, &id, "rank=0").await;
+    assert_eq!(status, StatusCode::OK, "{rank0}");
+    assert_eq!(source, "cluster");
+    assert!(
+        rank0
+            .lines()
+            .next()
+            .unwrap()
+            .contains("torchrun --nnodes=2 --nproc_per_node=8 --node_rank=0"),
+        "{rank0}"
+    );
+    assert!(rank0.contains("| loss "), "{rank0}");
+    for line in rank0.lines() {
+        let stamp = line.split(' ').next().unwrap();
+        assert!(
+            chrono::DateTime::parse_from_rfc3339(stamp).is_ok(),
+            "{line}"
+        );
+    }
+    let (_, _, all) = log_text(&alice, &id, "rank=all").await;
+    assert!(all.lines().any(|l| l.starts_with("[rank 0] ")));
+    assert!(all.lines().any(|l| l.starts_with("[rank 1] ")));
+    assert!(all.lines().all(|l| l.starts_with("[rank ")), "{all}");
+    let (_, _, tail) = log_text(&alice, &id, "rank=0&tail=5").await;
+    assert_eq!(tail.lines().count(), 5);
+    assert!(rank0.ends_with(&tail), "the last five lines");
+    for (query, field) in [
+        ("rank=2", "rank"),
+        ("rank=x", "rank"),
+        ("tail=0", "tail"),
+        ("since=yesterday", "since"),
+    ] {
+        let (status, err) = alice.get(&format!("/api/v1/jobs/{id}/logs?{query}")).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{query}: {err}");
+        assert_eq!(err["error"]["field"], field, "{query}");
+    }
+    let (status, _) = dave.get(&format!("/api/v1/jobs/{id}/logs")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "another team's job");
+    let res = alice
+        .http
+        .get(format!("{}/api/v1/jobs/{id}/logs?rank=1", app.base))
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    let logs: Value = res.json().await.unwrap();
+    assert_eq!(logs["source"], "cluster");
+    assert_eq!(logs["ranks"], 2);
+    assert_eq!(logs["lines"][0]["rank"], 1);
+
+    // Follow rank 1 (the failing one): the last lines now, then what comes as the clock moves.
+    let res = alice
+        .http
+        .get(format!(
+            "{}/api/v1/jobs/{id}/logs?follow=true&rank=1&tail=2",
+            app.base
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert!(res.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let follower = tokio::spawn(read_sse(res, |seen| seen.iter().any(|s| s == "event end")));
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    carol.advance(700).await;
+    let seen = follower.await.unwrap();
+    let end = seen
+        .iter()
+        .position(|s| s == "event end")
+        .unwrap_or_else(|| panic!("ends when the job has ended: {seen:?}"));
+    assert_eq!(seen[end + 1], r#"{"reason":"ended"}"#);
+    let lines: Vec<Value> = seen[..end]
+        .iter()
+        .map(|s| serde_json::from_str(s).unwrap())
+        .collect();
+    assert!(lines.len() > 3, "{seen:?}");
+    assert!(lines.iter().all(|l| l["rank"] == 1));
+    let texts: Vec<&str> = lines.iter().map(|l| l["text"].as_str().unwrap()).collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("Traceback (most recent call last)")),
+        "{texts:?}"
+    );
+    assert!(
+        texts.iter().any(|t| t.contains("CUDA out of memory")),
+        "{texts:?}"
+    );
+    let mut sorted = texts.clone();
+    sorted.dedup();
+    assert_eq!(sorted.len(), texts.len(), "no line twice");
+
+    // The failure, read from the pods by the keeper (every 2 s).
+    let mut failure = Value::Null;
+    for _ in 0..30 {
+        let (_, j) = alice.get(&format!("/api/v1/jobs/{id}")).await;
+        assert_eq!(j["state"], "failed");
+        if !j["failure"].is_null() {
+            failure = j["failure"].clone();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    assert_eq!(failure["reason"], "OOMKilled", "{failure}");
+    assert_eq!(failure["exit_code"], 137);
+    assert_eq!(failure["rank"], 1);
+    assert!(
+        failure["pod"].as_str().unwrap().ends_with("-node-1-0"),
+        "{failure}"
+    );
+    assert!(
+        failure["node"]
+            .as_str()
+            .unwrap()
+            .starts_with("hgx-h100-node-"),
+        "{failure}"
+    );
+    assert!(failure["meaning"].as_str().unwrap().contains("memory"));
+
+    // The sim deletes the pods 10 minutes after the end: the kept lines are shown.
+    carol.advance(700).await;
+    let (status, source, kept) = log_text(&alice, &id, "rank=1").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(source, "kept");
+    assert!(kept.contains("CUDA out of memory"), "{kept}");
+    assert!(kept.contains("exitcode: 137"), "{kept}");
+    let (_, _, kept0) = log_text(&alice, &id, "rank=0").await;
+    assert!(
+        kept0.contains("NCCL WARN"),
+        "rank 0 saw its peer fail: {kept0}"
+    );
+    app.running.stop().await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let (_, source, again) = log_text(&alice, &id, "rank=1").await;
+    assert_eq!(source, "kept");
+    assert_eq!(again, kept, "the same after a restart");
+    let res = alice
+        .http
+        .get(format!(
+            "{}/api/v1/jobs/{id}/logs?rank=all&download=true",
+            app.base
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert!(res.headers()["content-disposition"]
+        .to_str()
+        .unwrap()
+        .starts_with("attachment; filename=\"job-"));
+    let whole = res.text().await.unwrap();
+    assert!(whole.lines().count() > kept.lines().count());
+    finish(app, db).await;
+}
+
+/// Re-run launches the same template version, parameters, GPUs, pool, priority and max
+/// runtime, once per Idempotency-Key; a clone (`from_job`) records its origin; both pages
+/// link; an older template version is said with its differences, and the current one can be
+/// chosen; a deprecated template takes no re-run; another team's job is a 404.
+async fn rerun_and_clone_keep_the_values_and_link_both_ways(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let dave = app.client("dave").await;
+    let carol = app.client("carol").await;
+    let (status, _) = carol
+        .post_raw(
+            "/api/v1/templates",
+            "application/yaml",
+            NEOX.as_bytes().to_vec(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let first = alice
+        .launch(json!({
+            "template": "gpt-neox-20b", "gpus": 8, "pool": "hgx-h100", "priority": "high",
+            "max_runtime_s": 5400, "params": {"epochs": 7}, "name": "neox-sweep"
+        }))
+        .await;
+    let id = first["id"].as_str().unwrap().to_string();
+    let (status, _) = alice
+        .post(&format!("/api/v1/jobs/{id}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+
+    let (status, again) = alice
+        .post_with(
+            &format!("/api/v1/jobs/{id}/rerun"),
+            json!({}),
+            Some("rerun-1"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{again}");
+    for field in [
+        "template",
+        "template_version",
+        "gpus",
+        "pool",
+        "priority",
+        "max_runtime_s",
+        "params",
+        "team",
+    ] {
+        assert_eq!(again[field], first[field], "{field}");
+    }
+    assert_eq!(again["name"], "neox-sweep · re-run 1");
+    assert_eq!(again["cloned_from"]["id"], id.as_str());
+    assert_eq!(again["cloned_from"]["name"], "neox-sweep");
+    let (status, same) = alice
+        .post_with(
+            &format!("/api/v1/jobs/{id}/rerun"),
+            json!({}),
+            Some("rerun-1"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "the same key: the same re-run");
+    assert_eq!(same["id"], again["id"]);
+    let (status, _) = dave
+        .post(&format!("/api/v1/jobs/{id}/rerun"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "another team's job");
+    let (status, err) = alice
+        .post(&format!("/api/v1/jobs/{id}/rerun"), json!({"bogus": true}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+
+    // A clone through the launch body, with one value changed.
+    let clone = alice
+        .launch(json!({"template": "gpt-neox-20b", "gpus": 16, "pool": "hgx-h100", "from_job": id}))
+        .await;
+    assert_eq!(clone["cloned_from"]["id"], id.as_str());
+    let dave_job = dave.launch(llama(8)).await;
+    let (status, err) = alice
+        .post(
+            "/api/v1/jobs",
+            json!({"template": "gpt-neox-20b", "gpus": 8, "from_job": dave_job["id"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{err}");
+    assert_eq!(err["error"]["field"], "from_job");
+    let (_, original) = alice.get(&format!("/api/v1/jobs/{id}")).await;
+    let clones: Vec<&str> = original["clones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        clones,
+        [clone["id"].as_str().unwrap(), again["id"].as_str().unwrap()]
+    );
+    assert_eq!(original["version_note"], Value::Null, "v1 is current");
+
+    // A second version: the job says what differs, and can re-run either version.
+    let v2 = NEOX.replace("neox:2026.11", "neox:2026.12");
+    let (status, _) = carol
+        .post_raw(
+            "/api/v1/templates/gpt-neox-20b/versions",
+            "application/yaml",
+            v2.into_bytes(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, original) = alice.get(&format!("/api/v1/jobs/{id}")).await;
+    assert_eq!(original["version_note"]["current"], 2, "{original}");
+    let diffs = original["version_note"]["differences"].as_array().unwrap();
+    assert_eq!(diffs.len(), 1, "{diffs:?}");
+    assert!(
+        diffs[0]
+            .as_str()
+            .unwrap()
+            .contains("neox:2026.11 (v1) → registry.internal/ml/neox:2026.12 (v2)"),
+        "{diffs:?}"
+    );
+    let (status, old) = alice
+        .post(&format!("/api/v1/jobs/{id}/rerun"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{old}");
+    assert_eq!(old["template_version"], 1, "as it was");
+    assert_eq!(old["name"], "neox-sweep · re-run 3");
+    let (status, new) = alice
+        .post(
+            &format!("/api/v1/jobs/{id}/rerun"),
+            json!({"use_current_version": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{new}");
+    assert_eq!(new["template_version"], 2);
+    assert_eq!(new["params"]["epochs"], 7);
+
+    let res = carol
+        .http
+        .post(format!(
+            "{}/api/v1/templates/gpt-neox-20b/deprecate",
+            app.base
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let (status, err) = alice
+        .post(&format!("/api/v1/jobs/{id}/rerun"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("deprecated"),
+        "{err}"
+    );
+    let (_, original) = alice.get(&format!("/api/v1/jobs/{id}")).await;
+    assert_eq!(original["version_note"]["deprecated"], true);
+    finish(app, db).await;
+}
 
 mod fuzz {
     use proptest::prelude::*;

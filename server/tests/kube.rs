@@ -102,6 +102,7 @@ async fn a_launch_waits_out_an_unreachable_api_server_and_is_sent_once_it_answer
         name: Some("while-the-cluster-is-down".into()),
         priority: None,
         team: None,
+        ..Default::default()
     };
 
     // 1. Down: the launch is stored and says why it waits.

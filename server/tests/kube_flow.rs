@@ -256,6 +256,172 @@ async fn launch_run_preempt_cancel_finish_outage_and_restart_against_an_api_serv
 /// Gantry is down while a job ends; on restart the watch's first list brings the end in at
 /// the time Kueue's `Finished` condition records, so the job's run (and its GPU-hours) ends
 /// then, not when Gantry came back.
+/// Logs and the failure reason on the kube back end: the job's pods are found by the JobSet
+/// controller's label, ordered by completion index, read with `pods/log` (`timestamps`,
+/// `tailLines`); a failed job's reason is the first failed pod's container status with the
+/// JobSet's `Failed` condition; the keeper keeps the lines, which the page shows after the
+/// pods are deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_and_the_failure_come_from_the_pods_and_outlive_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = ApiServer::start().await;
+    let mut config = Config::default();
+    config.server.addr = "127.0.0.1:0".parse().unwrap();
+    config.database.url =
+        format!("sqlite://{}?mode=rwc", dir.path().join("logs.db").display()).into();
+    config.demo.jobs = false;
+    config.demo.history = false;
+    config.cluster.backend = ClusterBackend::Kube;
+    config.kube.kubeconfig = Some(api.kubeconfig(dir.path()));
+    config.kube.timeout_s = 2;
+    let g = start_gantry(&config).await;
+    let alice = sign_in(&g.base, "alice").await;
+    let dave = sign_in(&g.base, "dave").await;
+
+    let j = launch(&alice, &g.base, llama(16)).await;
+    let id = j["id"].as_str().unwrap().to_string();
+    let name = gantry::cluster::k8s::objects::object_name(&id);
+    api.admit(&id).await;
+    until(&alice, &g.base, &id, "running", |j| j["state"] == "running").await;
+    let t0 = chrono::Utc::now() - chrono::Duration::seconds(120);
+    let at = |s: i64| t0 + chrono::Duration::seconds(s);
+    let pod = |rank: u32, status: Value| {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("{name}-node-{rank}-0"), "namespace": "team-nlp",
+                         "creationTimestamp": t0.to_rfc3339(),
+                         "labels": {"jobset.sigs.k8s.io/jobset-name": name,
+                                    "batch.kubernetes.io/job-completion-index": rank.to_string()}},
+            "spec": {"nodeName": format!("hgx-h100-node-0{}", rank + 1),
+                     "containers": [{"name": "trainer", "image": "x"}]},
+            "status": status,
+        })
+    };
+    // Another job's pod in the same namespace must not be read.
+    api.add_pod(
+        "team-nlp",
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "gantry-other-node-0-0", "namespace": "team-nlp",
+                            "labels": {"jobset.sigs.k8s.io/jobset-name": "gantry-other",
+                                       "batch.kubernetes.io/job-completion-index": "0"}},
+               "spec": {"containers": [{"name": "trainer"}]}, "status": {}}),
+        vec![(at(1), "not this job".into())],
+    );
+    api.add_pod(
+        "team-nlp",
+        pod(1, json!({"phase": "Running"})),
+        vec![
+            (at(2), "rank 1 starting".into()),
+            (at(4), "NCCL INFO Init COMPLETE".into()),
+        ],
+    );
+    api.add_pod(
+        "team-nlp",
+        pod(0, json!({"phase": "Running"})),
+        vec![
+            (at(1), "rank 0 starting".into()),
+            (at(3), "step 10 | loss 2.5".into()),
+            (at(5), "step 20 | loss 2.1".into()),
+        ],
+    );
+    let text = |q: &'static str| {
+        let (alice, base, id) = (alice.clone(), g.base.clone(), id.clone());
+        async move {
+            let res = alice
+                .get(format!("{base}/api/v1/jobs/{id}/logs?{q}"))
+                .send()
+                .await
+                .unwrap();
+            (res.status().as_u16(), res.text().await.unwrap())
+        }
+    };
+    let (status, rank0) = text("rank=0").await;
+    assert_eq!(status, 200, "{rank0}");
+    let lines: Vec<&str> = rank0
+        .lines()
+        .map(|l| l.split_once(' ').unwrap().1)
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "rank 0 starting",
+            "step 10 | loss 2.5",
+            "step 20 | loss 2.1"
+        ]
+    );
+    let (_, all) = text("rank=all").await;
+    let order: Vec<&str> = all.lines().map(|l| &l[..8]).collect();
+    assert_eq!(
+        order,
+        ["[rank 0]", "[rank 1]", "[rank 0]", "[rank 1]", "[rank 0]"],
+        "{all}"
+    );
+    assert!(!all.contains("not this job"));
+    let (_, tail) = text("rank=0&tail=1").await;
+    assert!(tail.trim_end().ends_with("step 20 | loss 2.1") && tail.lines().count() == 1);
+    let res = dave
+        .get(format!("{}/api/v1/jobs/{id}/logs", g.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 404);
+    let asked = api.requests();
+    assert!(
+        asked
+            .iter()
+            .any(|r| r == &format!("GET /api/v1/namespaces/team-nlp/pods/{name}-node-0-0/log")),
+        "{asked:?}"
+    );
+
+    // Rank 1 is OOMKilled first, rank 0 then exits 143; the JobSet fails.
+    api.add_pod(
+        "team-nlp",
+        pod(1, json!({"phase": "Failed", "containerStatuses": [{"name": "trainer",
+            "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled", "finishedAt": at(100).to_rfc3339()}}}]})),
+        vec![
+            (at(2), "rank 1 starting".into()),
+            (at(99), "torch.OutOfMemoryError: CUDA out of memory.".into()),
+        ],
+    );
+    api.add_pod(
+        "team-nlp",
+        pod(0, json!({"phase": "Failed", "containerStatuses": [{"name": "trainer",
+            "state": {"terminated": {"exitCode": 143, "reason": "Error", "finishedAt": at(105).to_rfc3339()}}}]})),
+        vec![(at(1), "rank 0 starting".into()), (at(104), "received SIGTERM".into())],
+    );
+    api.set_status(
+        "jobsets",
+        "team-nlp",
+        &name,
+        json!({"conditions": [{"type": "Failed", "status": "True", "reason": "FailedJobs",
+                               "message": "jobset failed due to reaching max restarts"}]}),
+    );
+    api.finish(&id, false);
+    let j = until(&alice, &g.base, &id, "failed with a reason", |j| {
+        j["state"] == "failed" && !j["failure"].is_null()
+    })
+    .await;
+    let f = &j["failure"];
+    assert_eq!(f["reason"], "OOMKilled", "{f}");
+    assert_eq!(f["exit_code"], 137);
+    assert_eq!(f["rank"], 1);
+    assert_eq!(f["pod"], format!("{name}-node-1-0"));
+    assert_eq!(f["node"], "hgx-h100-node-02");
+    assert_eq!(f["condition"], "jobset failed due to reaching max restarts");
+
+    // The pods go; the kept lines stay.
+    api.delete_pods();
+    let res = alice
+        .get(format!("{}/api/v1/jobs/{id}/logs?rank=1", g.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["x-gantry-log-source"], "kept");
+    let kept = res.text().await.unwrap();
+    assert!(kept.contains("CUDA out of memory"), "{kept}");
+    g.running.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_ended_during_an_outage_ends_at_its_condition_time() {
     let dir = tempfile::tempdir().unwrap();

@@ -292,6 +292,92 @@ impl Viewer {
     }
 }
 
+/// One line a job's pod printed. `rank` is the pod's node rank (torchrun's `node_rank`, the
+/// JobSet pod's completion index): node rank `r` runs the GPU processes of global ranks
+/// `8r ..= 8r + 7`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogLine {
+    pub rank: u32,
+    pub at: chrono::DateTime<chrono::Utc>,
+    pub text: String,
+}
+
+impl LogLine {
+    /// As `kubectl logs --timestamps` prints it, with `[rank N] ` before it when several
+    /// ranks are interleaved.
+    pub fn render(&self, with_rank: bool) -> String {
+        let at = self.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        if with_rank {
+            format!("[rank {}] {at} {}", self.rank, self.text)
+        } else {
+            format!("{at} {}", self.text)
+        }
+    }
+}
+
+/// Whether a log line reports an error worth a reader's eye: a Python traceback and its
+/// exception, NCCL warnings, CUDA errors, out-of-memory, a worker's non-zero exit.
+pub fn is_error_line(text: &str) -> bool {
+    const MARKS: [&str; 12] = [
+        "Traceback (most recent call last)",
+        "Error:",
+        "Error(",
+        "NCCL WARN",
+        "CUDA error",
+        "out of memory",
+        "OutOfMemory",
+        "OOMKilled",
+        "exitcode:",
+        "FATAL",
+        "[E ",
+        "Killed",
+    ];
+    MARKS.iter().any(|m| text.contains(m))
+}
+
+/// Why a job failed, in plain words, from the first pod that failed (kube: the pods'
+/// `containerStatuses` and the JobSet/TrainJob `Failed` condition; sim: its failure
+/// parameters).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobFailure {
+    /// One sentence: "A worker ran out of memory (OOMKilled)".
+    pub summary: String,
+    /// The container's exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// Kubernetes' word for it: `OOMKilled`, `Error`, `Evicted`, `DeadlineExceeded`, ...
+    pub reason: String,
+    /// What that exit code or reason usually means, for someone who has not memorised them.
+    pub meaning: String,
+    /// The pod that failed first, its node rank and node.
+    pub pod: Option<String>,
+    pub rank: Option<u32>,
+    pub node: Option<String>,
+    pub at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The job object's `Failed` condition message, when it has one.
+    pub condition: Option<String>,
+}
+
+/// What an exit code usually means in a training container (128 + N: killed by signal N).
+pub fn exit_code_meaning(code: i32) -> String {
+    match code {
+        0 => "it exited normally".into(),
+        1 => {
+            "the program raised an error (a Python exception, most often); its last lines say which"
+                .into()
+        }
+        2 => "the command was misused: a bad argument or option".into(),
+        126 => "the command could not be executed (not executable)".into(),
+        127 => "the command was not found in the image".into(),
+        134 => "aborted (SIGABRT): often a failed CUDA or C++ assertion".into(),
+        135 => "bus error (SIGBUS): often /dev/shm too small for the data loaders".into(),
+        137 => "killed (SIGKILL): out of memory, or stopped by Kubernetes".into(),
+        139 => "segmentation fault (SIGSEGV) in native code".into(),
+        143 => "terminated (SIGTERM): stopped from outside, e.g. cancelled or preempted".into(),
+        c if c > 128 && c < 160 => format!("killed by signal {}", c - 128),
+        c => format!("the program exited with code {c}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -50,6 +50,44 @@ pub struct Job {
     pub events: Vec<JobEvent>,
     /// Whether the viewer may cancel it (owner, team lead or admin, and the job is active).
     pub can_cancel: bool,
+    /// Why it failed, from the pod that failed first; null unless failed and known.
+    #[serde(default)]
+    pub failure: Option<JobFailure>,
+    /// The job it was cloned or re-run from.
+    #[serde(default)]
+    pub cloned_from: Option<JobLink>,
+    /// Jobs cloned or re-run from this one, the newest first (on the job's own page).
+    #[serde(default)]
+    pub clones: Vec<JobLink>,
+    /// Whether the viewer may re-run or clone it (a member of its team).
+    #[serde(default)]
+    pub can_rerun: bool,
+    /// Set when the job's template version is no longer the current one (on its own page).
+    #[serde(default)]
+    pub version_note: Option<VersionNote>,
+}
+
+/// Another job, by id and name.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobLink {
+    pub id: String,
+    pub name: String,
+}
+
+/// Lines of a job's log and where they came from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobLogs {
+    pub lines: Vec<LogLine>,
+    /// How many node ranks (pods) the job has.
+    pub ranks: u32,
+    /// `cluster` (the pods), `kept` (what Gantry kept when the job ended) or `none`.
+    pub source: String,
+    /// Earlier lines were not kept.
+    pub truncated: bool,
+    /// Why there are no lines, or where they come from when not the pods.
+    pub message: Option<String>,
+    /// The job has ended: no more lines will come.
+    pub ended: bool,
 }
 
 /// A queued job ahead of another, as its viewer may see it.
@@ -243,6 +281,31 @@ pub struct LaunchRequest {
     /// The team to launch for; defaults to the user's first team.
     #[serde(default)]
     pub team: Option<String>,
+    /// An exact template version (a re-run, or a clone of an older job); default: the newest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_version: Option<u32>,
+    /// The job this launch clones; recorded, and both jobs' pages link to each other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_job: Option<String>,
+}
+
+/// A re-run's options (`POST /api/v1/jobs/{id}/rerun`); the body may be empty.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RerunRequest {
+    /// Run on the template's newest version instead of the job's own.
+    #[serde(default)]
+    pub use_current_version: bool,
+}
+
+/// A job's template version beside the template's current one, for Re-run and Clone.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VersionNote {
+    /// The template's newest version; `None` when the template is deprecated.
+    pub current: Option<u32>,
+    pub deprecated: bool,
+    /// What changed from the job's version to the current one, one line each.
+    pub differences: Vec<String>,
 }
 
 /// What the Launch form shows before the click: would this fit now, and if not, why.

@@ -8,9 +8,10 @@ use crate::app::Authed;
 use crate::components::{loaded, Ago, ErrorBox, PageError, StateBadge};
 use crate::error::ApiError;
 use crate::format;
-use crate::functions::{cancel_job, get_job};
+use crate::functions::{cancel_job, get_job, rerun_job};
 use crate::live::use_live;
 use crate::model::{AheadJob, Job, JobPage, JobState};
+use crate::pages::job_logs::{FailureLines, LogsPanel};
 use chrono::{DateTime, Utc};
 
 #[component]
@@ -47,7 +48,14 @@ fn JobBody(page: JobPage) -> impl IntoView {
     let job = page.job;
     let page_now = page.now;
     let now = move || live.now_or(page_now);
-    let headline = headline(&job, page_now);
+    // Queued and running jobs count down and up with the live clock; an ended job's
+    // answer is drawn once (its failure lines are read once).
+    let headline = if job.state.is_active() {
+        let job = job.clone();
+        (move || headline(&job, now())).into_any()
+    } else {
+        headline(&job, page_now)
+    };
     let state = job.state;
     view! {
         <div class="page-head">
@@ -67,13 +75,20 @@ fn JobBody(page: JobPage) -> impl IntoView {
             </div>
             <div class="head-actions">
                 <StateBadge state=state/>
+                <RerunButtons job=job.clone()/>
                 <CancelButton job=job.clone()/>
             </div>
         </div>
+        {job.cloned_from.clone().map(|f| view! {
+            <p class="muted small lineage" data-testid="cloned-from">
+                "Cloned from " <a href=format!("/jobs/{}", f.id)>{f.name}</a>
+            </p>
+        })}
         <section class=format!("panel answer state-{}", state.as_str()) data-testid="job-answer">
             {headline}
         </section>
         {job.admitted_at.is_some().then(|| view! { <GpuPanel job_id=job.id.clone() gpus=job.gpus show_idle=job.can_cancel/> })}
+        {job.admitted_at.is_some().then(|| view! { <LogsPanel job=job.clone()/> })}
         <div class="two-col">
             <section class="panel">
                 <h2>"Details"</h2>
@@ -86,7 +101,9 @@ fn JobBody(page: JobPage) -> impl IntoView {
                     <dd>{format::gpus_nodes(job.gpus)}</dd>
                     <dt>"Nodes"</dt>
                     <dd>
-                        {if job.node_names.is_empty() && !job.state.is_active() {
+                        {if job.admitted_at.is_none() && !job.state.is_active() {
+                            "none: it never started".to_string()
+                        } else if job.node_names.is_empty() && !job.state.is_active() {
                             "released (see Events for where it ran)".to_string()
                         } else if job.node_names.is_empty() {
                             "not placed yet".to_string()
@@ -100,6 +117,15 @@ fn JobBody(page: JobPage) -> impl IntoView {
                     <dd>{format::duration(job.max_runtime_s as i64)}</dd>
                     <dt>"Submitted"</dt>
                     <dd>{move || view! { <Ago now=now() at=job.created_at/> }}</dd>
+                    {(!job.clones.is_empty()).then(|| view! {
+                        <dt>"Re-runs and clones"</dt>
+                        <dd data-testid="clones">
+                            {job.clones.iter().map(|c| view! {
+                                <a href=format!("/jobs/{}", c.id)>{c.name.clone()}</a>
+                                " "
+                            }).collect_view()}
+                        </dd>
+                    })}
                     <dt>"Where it stands"</dt>
                     <dd>
                         {
@@ -204,12 +230,32 @@ fn headline(job: &Job, now: DateTime<Utc>) -> AnyView {
             </p>
         }
         .into_any(),
-        JobState::Running => view! {
-            <p class="reason">
-                {format!("Running on {} in {}.", format::gpus_nodes(job.gpus), job.pool)}
-            </p>
+        JobState::Running => {
+            let started = job
+                .events
+                .iter()
+                .rev()
+                .find(|e| e.kind == "running")
+                .map(|e| e.at)
+                .or(job.admitted_at);
+            let limit = job
+                .admitted_at
+                .map(|a| a + chrono::Duration::seconds(job.max_runtime_s as i64));
+            view! {
+                <p class="reason">
+                    {format!("Running on {} in {}.", format::gpus_nodes(job.gpus), job.pool)}
+                </p>
+                <p class="eta" data-testid="running-for">
+                    {started.map(|s| format!("Running for {}", format::duration((now - s).num_seconds().max(0))))}
+                    {limit.map(|l| format!(
+                        "; its max runtime ends in {} ({}).",
+                        format::wait_until(now, l),
+                        format::absolute(l)
+                    ))}
+                </p>
+            }
+            .into_any()
         }
-        .into_any(),
         JobState::Failed => failure(job),
         _ => {
             let last = job
@@ -217,8 +263,19 @@ fn headline(job: &Job, now: DateTime<Utc>) -> AnyView {
                 .last()
                 .map(|e| e.reason.clone())
                 .unwrap_or_default();
-            view! { <p class="reason">{format!("{}. {}", capitalise(job.state.as_str()), last)}</p> }
-                .into_any()
+            let state = capitalise(job.state.as_str());
+            // "Succeeded: ..." from the cluster already names the state: not twice.
+            let text = match last.trim() {
+                "" => format!("{state}."),
+                l if l
+                    .to_lowercase()
+                    .starts_with(&job.state.as_str().to_lowercase()) =>
+                {
+                    capitalise(l)
+                }
+                l => format!("{state}. {l}"),
+            };
+            view! { <p class="reason" data-testid="ended-reason">{text}</p> }.into_any()
         }
     }
 }
@@ -253,6 +310,33 @@ fn failure(job: &Job) -> AnyView {
             </p>
         }
     });
+    let detail = job.failure.clone().map(|f| {
+        let exit = match f.exit_code {
+            Some(c) => format!("exit code {c} ({})", f.reason),
+            None => f.reason.clone(),
+        };
+        let place = [
+            f.pod.as_ref().map(|p| format!("pod {p}")),
+            f.rank.map(|r| format!("node rank {r}")),
+            f.node.as_ref().map(|n| format!("on {n}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(", ");
+        view! {
+            <dl class="kv failure-detail" data-testid="failure-detail">
+                <dt>"What happened"</dt>
+                <dd><strong>{f.summary.clone()}</strong></dd>
+                <dt>"Exit"</dt>
+                <dd data-testid="failure-exit">{exit}": "{f.meaning.clone()}</dd>
+                <dt>"Failed first"</dt>
+                <dd data-testid="failure-where">{place}</dd>
+                {f.condition.clone().map(|c| view! { <dt>"Job condition"</dt><dd class="muted">{c}</dd> })}
+            </dl>
+            <FailureLines job_id=job.id.clone() failure=f/>
+        }
+    });
     view! {
         <div class="failure" role="alert" data-testid="failure">
             <p class="failure-title">
@@ -261,6 +345,7 @@ fn failure(job: &Job) -> AnyView {
                 <strong data-testid="failure-title">{title}</strong>
             </p>
             <p class="reason" data-testid="failure-reason">{reason}</p>
+            {detail}
             {when}
         </div>
     }
@@ -334,6 +419,107 @@ fn capitalise(s: &str) -> String {
         Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
         None => String::new(),
     }
+}
+
+/// Re-run (one click and a confirmation: the same template version, parameters, GPUs, pool,
+/// priority and max runtime) and Clone (the Launch form filled with the same values). A job
+/// on an older template version says so and offers the current one; a deprecated template
+/// takes no re-runs.
+#[component]
+pub fn RerunButtons(job: Job) -> impl IntoView {
+    let ready = crate::components::use_ready();
+    let confirming = RwSignal::new(false);
+    let error = RwSignal::new(None::<ApiError>);
+    let rerun = Action::new(move |(id, current): &(String, bool)| {
+        let (id, current) = (id.clone(), *current);
+        async move { rerun_job(id, current).await }
+    });
+    let navigate = leptos_router::hooks::use_navigate();
+    Effect::new(move |_| match rerun.value().get() {
+        Some(Ok(j)) => {
+            confirming.set(false);
+            navigate(&format!("/jobs/{}", j.id), Default::default());
+        }
+        Some(Err(e)) => error.set(Some(e)),
+        None => {}
+    });
+    if !job.can_rerun {
+        return ().into_any();
+    }
+    let note = job.version_note.clone();
+    if note.as_ref().is_some_and(|n| n.deprecated) {
+        return view! {
+            <span class="muted small" data-testid="rerun-deprecated">
+                {format!("Template {} is deprecated: no re-runs or clones.", job.template)}
+            </span>
+        }
+        .into_any();
+    }
+    let id = job.id.clone();
+    let question = format!(
+        "Re-run {}? {} v{}, {} in {}, {} priority, max {}{}.",
+        job.name,
+        job.template,
+        job.template_version,
+        format::gpus_nodes(job.gpus),
+        job.pool,
+        job.priority.as_str(),
+        format::duration(job.max_runtime_s as i64),
+        if job.params.is_empty() {
+            ""
+        } else {
+            ", the same parameters"
+        },
+    );
+    let clone_href = format!("/launch/{}?from_job={}", job.template, job.id);
+    let current = note.as_ref().and_then(|n| n.current);
+    let differences = note.map(|n| n.differences).unwrap_or_default();
+    view! {
+        <span class="rerun" data-ready=move || ready.get().to_string()>
+            <Show
+                when=move || confirming.get()
+                fallback=move || view! {
+                    <button class="button" data-testid="rerun" on:click=move |_| confirming.set(true)>
+                        "Re-run…"
+                    </button>
+                }
+            >
+                <span class="confirm" role="alertdialog" aria-label="Confirm re-run">
+                    <span>{question.clone()}</span>
+                    {current.map(|c| view! {
+                        <span class="small" data-testid="rerun-version-note">
+                            {format!("v{c} is the current version; differences: {}", if differences.is_empty() { "none that change the run".to_string() } else { differences.join("; ") })}
+                        </span>
+                    })}
+                    <button
+                        class="button primary"
+                        data-testid="confirm-rerun"
+                        disabled=move || rerun.pending().get()
+                        on:click={
+                            let id = id.clone();
+                            move |_| {
+                                rerun.dispatch((id.clone(), false));
+                            }
+                        }
+                    >
+                        {if current.is_some() { "Re-run as it was" } else { "Re-run" }}
+                    </button>
+                    {current.map(|c| {
+                        let id = id.clone();
+                        view! {
+                            <button class="button" data-testid="rerun-current" on:click=move |_| {
+                                rerun.dispatch((id.clone(), true));
+                            }>{format!("Re-run on v{c}")}</button>
+                        }
+                    })}
+                    <button class="button" on:click=move |_| confirming.set(false)>"Keep"</button>
+                </span>
+            </Show>
+            <a class="button" data-testid="clone" href=clone_href>"Clone…"</a>
+            {move || error.get().map(|e| view! { <span class="field-error">{e.message}</span> })}
+        </span>
+    }
+    .into_any()
 }
 
 /// Cancel with one confirmation that names the job and its GPUs.

@@ -2,7 +2,7 @@
 //! right, a live "fits now / would wait" line, and one big Launch.
 
 use leptos::prelude::*;
-use leptos_router::hooks::{use_navigate, use_params_map};
+use leptos_router::hooks::{use_navigate, use_params_map, use_query_map};
 use serde_json::Map;
 
 use crate::app::{Authed, Require};
@@ -10,10 +10,11 @@ use crate::components::{loaded, ErrorBox, PageError};
 use crate::error::ApiError;
 use crate::format;
 use crate::functions::{
-    check_launch, launch_job, launch_manifest, list_pools, list_templates, manifests_available,
+    check_launch, get_job, launch_job, launch_manifest, list_pools, list_templates,
+    manifests_available,
 };
 use crate::live::use_live;
-use crate::model::{nodes_for, LaunchRequest, ParamKind, ParamSpec, Pool, Priority, Template};
+use crate::model::{nodes_for, Job, LaunchRequest, ParamKind, ParamSpec, Pool, Priority, Template};
 
 #[component]
 pub fn LaunchFormPage() -> impl IntoView {
@@ -27,25 +28,36 @@ pub fn LaunchFormPage() -> impl IntoView {
 #[component]
 fn LaunchForm() -> impl IntoView {
     let params = use_params_map();
+    let query = use_query_map();
     let name = move || params.read().get("template").unwrap_or_default();
-    let data = Resource::new(name, |n| async move {
-        let templates = list_templates().await?;
-        let pools = list_pools().await?;
-        let manifests = manifests_available().await?;
-        Ok::<_, ApiError>((
-            templates.into_iter().find(|t| t.name == n),
-            pools,
-            manifests,
-        ))
-    });
+    // `?from_job=ID`: a clone, the form filled with that job's values.
+    let from_job = move || query.read().get("from_job").filter(|s| !s.is_empty());
+    let data = Resource::new(
+        move || (name(), from_job()),
+        |(n, from)| async move {
+            let templates = list_templates().await?;
+            let pools = list_pools().await?;
+            let manifests = manifests_available().await?;
+            let from = match from {
+                Some(id) => Some(get_job(id).await?.job),
+                None => None,
+            };
+            Ok::<_, ApiError>((
+                templates.into_iter().find(|t| t.name == n),
+                pools,
+                manifests,
+                from,
+            ))
+        },
+    );
     view! {
         <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 loaded(data).await.map(|r| match r {
-                    Ok((Some(t), pools, manifests)) => {
-                        view! { <LaunchFormBody t=t pools=pools manifests=manifests/> }.into_any()
+                    Ok((Some(t), pools, manifests, from)) => {
+                        view! { <LaunchFormBody t=t pools=pools manifests=manifests from=from/> }.into_any()
                     }
-                    Ok((None, _, _)) => {
+                    Ok((None, _, _, _)) => {
                         view! {
                             <PageError err=ApiError::not_found(
                                 "There is no template by that name; it may have been deprecated.",
@@ -76,18 +88,52 @@ fn new_idempotency_key() -> String {
 }
 
 #[component]
-fn LaunchFormBody(t: Template, pools: Vec<Pool>, manifests: bool) -> impl IntoView {
+fn LaunchFormBody(
+    t: Template,
+    pools: Vec<Pool>,
+    manifests: bool,
+    from: Option<Job>,
+) -> impl IntoView {
     let live = use_live();
     let template_name = t.name.clone();
-    let gpus = RwSignal::new(t.default_gpus);
-    let pool = RwSignal::new(t.default_pool.clone());
-    let priority = RwSignal::new(Priority::Normal);
-    let max_hours = RwSignal::new(format::hours(t.default_max_runtime_s));
-    let job_name = RwSignal::new(String::new());
+    // A clone starts from the original's values, where this version still takes them.
+    let same_template = from.as_ref().filter(|j| j.template == t.name);
+    let first_gpus = same_template
+        .map(|j| j.gpus)
+        .filter(|g| t.allowed_gpus.contains(g))
+        .unwrap_or(t.default_gpus);
+    let first_pool = same_template
+        .map(|j| j.pool.clone())
+        .unwrap_or_else(|| t.default_pool.clone());
+    let gpus = RwSignal::new(first_gpus);
+    let pool = RwSignal::new(first_pool.clone());
+    let priority = RwSignal::new(
+        same_template
+            .map(|j| j.priority)
+            .unwrap_or(Priority::Normal),
+    );
+    let max_hours = RwSignal::new(format::hours(
+        same_template.map_or(t.default_max_runtime_s, |j| j.max_runtime_s),
+    ));
+    let job_name = RwSignal::new(
+        same_template
+            .map(|j| format!("{} · clone", j.name))
+            .unwrap_or_default(),
+    );
+    let text_of = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
     let values: Vec<(ParamSpec, RwSignal<String>)> = t
         .params
         .iter()
-        .map(|p| (p.clone(), RwSignal::new(p.default_text())))
+        .map(|p| {
+            let first = same_template
+                .and_then(|j| j.params.get(&p.name))
+                .map(text_of)
+                .unwrap_or_else(|| p.default_text());
+            (p.clone(), RwSignal::new(first))
+        })
         .collect();
     let values = StoredValue::new(values);
     let server_error = RwSignal::new(None::<ApiError>);
@@ -135,6 +181,7 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>, manifests: bool) -> impl IntoVi
     });
 
     let submit_template = StoredValue::new(template_name.clone());
+    let from_id = StoredValue::new(from.as_ref().map(|j| j.id.clone()));
     // The launch as the form stands now.
     let current_request = move || {
         let mut params = Map::new();
@@ -156,6 +203,8 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>, manifests: bool) -> impl IntoVi
             name: (!name.trim().is_empty()).then(|| name.trim().to_string()),
             priority: Some(priority.get_untracked()),
             team: None,
+            template_version: None,
+            from_job: from_id.get_value(),
         }
     };
     // A job the team cannot hold under the current quotas is accepted and waits; the first
@@ -197,11 +246,86 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>, manifests: bool) -> impl IntoVi
         .partition(|(p, _)| !p.advanced);
     let allowed = t.allowed_gpus.clone();
     let command = t.command.join(" ");
+    let clone_note = from.map(|j| {
+        let original = StoredValue::new(j);
+        let version = t.version;
+        // What the form now launches that differs from the original, one line each.
+        let differences = move || {
+            original.with_value(|j| {
+                let mut out = Vec::new();
+                if j.template_version != version {
+                    out.push(format!(
+                        "template version: v{} → v{version} (the current one)",
+                        j.template_version
+                    ));
+                    if let Some(note) = &j.version_note {
+                        out.extend(note.differences.iter().map(|d| format!("  {d}")));
+                    }
+                }
+                if gpus.get() != j.gpus {
+                    out.push(format!("GPUs: {} → {}", j.gpus, gpus.get()));
+                }
+                if pool.get() != j.pool {
+                    out.push(format!("pool: {} → {}", j.pool, pool.get()));
+                }
+                if priority.get() != j.priority {
+                    out.push(format!(
+                        "priority: {} → {}",
+                        j.priority.as_str(),
+                        priority.get().as_str()
+                    ));
+                }
+                let hours = format::hours(j.max_runtime_s);
+                if max_hours.get().trim() != hours {
+                    out.push(format!("max runtime: {hours} h → {} h", max_hours.get().trim()));
+                }
+                values.with_value(|vs| {
+                    for (p, v) in vs {
+                        let was = j.params.get(&p.name).map(text_of);
+                        let now = v.get();
+                        match was {
+                            Some(w) if w.trim() != now.trim() => {
+                                out.push(format!("{}: {w} → {}", p.name, now.trim()))
+                            }
+                            None => out.push(format!("{}: (not set) → {}", p.name, now.trim())),
+                            _ => {}
+                        }
+                    }
+                });
+                out
+            })
+        };
+        let (id, name) = original.with_value(|j| (j.id.clone(), j.name.clone()));
+        view! {
+            <section class="panel clone-note" data-testid="clone-note">
+                <p>
+                    "Cloned from "
+                    <a href=format!("/jobs/{id}")>{name}</a>
+                    ". Change what you need; the job records what it was cloned from."
+                </p>
+                {move || {
+                    let d = differences();
+                    if d.is_empty() {
+                        view! { <p class="muted" data-testid="clone-same">"Same values as the original so far."</p> }.into_any()
+                    } else {
+                        view! {
+                            <p class="small">"What differs from the original:"</p>
+                            <ul class="diff" data-testid="clone-differences">
+                                {d.into_iter().map(|l| view! { <li>{l}</li> }).collect_view()}
+                            </ul>
+                        }
+                            .into_any()
+                    }
+                }}
+            </section>
+        }
+    });
     view! {
         <div class="page-head">
             <h1>"Launch " {t.display_name.clone()}</h1>
             <a href="/launch" class="muted">"← All templates"</a>
         </div>
+        {clone_note}
         <div class="launch-grid">
             <aside class="panel template-summary">
                 <h2>{t.display_name.clone()}</h2>
@@ -269,7 +393,7 @@ fn LaunchFormBody(t: Template, pools: Vec<Pool>, manifests: bool) -> impl IntoVi
                                     p.free_nodes,
                                 );
                                 let value = p.name.clone();
-                                let selected = p.name == t.default_pool;
+                                let selected = p.name == first_pool;
                                 view! {
                                     <option value=value selected=selected>
                                         {label}

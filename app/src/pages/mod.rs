@@ -2,6 +2,7 @@
 pub mod admin;
 pub mod home;
 pub mod job;
+pub mod job_logs;
 pub mod jobs;
 pub mod launch;
 pub mod launch_form;

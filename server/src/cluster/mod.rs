@@ -7,11 +7,12 @@ pub mod k8s;
 pub mod kueue;
 pub mod sim;
 
-use app::model::domain::Priority;
+use app::model::domain::{JobFailure, LogLine, Priority};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
+pub use crate::domain::logs::{LogQuery, LogSource, Ranks};
 pub use crate::domain::quota::{PoolSpec, QueueingStrategy, QuotaSpec};
 pub use crate::domain::workload::{RunSpec, WorkloadSpec};
 
@@ -161,6 +162,12 @@ pub trait Cluster: Send + Sync + 'static {
     fn has_manifests(&self) -> bool {
         false
     }
+    /// What the job's pods printed, selected by `q`, in time order; `None` when the job has no
+    /// pods (it never ran, or the cluster deleted them after it ended).
+    async fn logs(&self, src: &LogSource, q: &LogQuery) -> Result<Option<Vec<LogLine>>>;
+    /// Why a failed job failed, from its pods (the first that failed); `None` when the pods
+    /// are gone or none failed.
+    async fn failure(&self, src: &LogSource) -> Result<Option<JobFailure>>;
     /// The names of a pool's `nodes` nodes, in order, for the Pools grid. A node a workload
     /// is placed on that is not among them gets a row of its own.
     fn node_names(&self, pool: &str, nodes: u32) -> Vec<String> {

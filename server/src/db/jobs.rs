@@ -31,9 +31,15 @@ pub struct JobRow {
     pub admitted_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
     pub sent_at: Option<DateTime<Utc>>,
+    /// The job this one was cloned or re-run from.
+    pub cloned_from: Option<String>,
+    /// Why it failed, as the cluster's pods told when it ended.
+    pub failure: Option<app::model::domain::JobFailure>,
+    /// When Gantry kept the last part of its logs (after it ended).
+    pub logs_kept_at: Option<DateTime<Utc>>,
 }
 
-pub(super) const JOB_COLUMNS: &str = "job_id, name, template_id, template_version, team_id, user_id, pool_id, gpus, priority, state, params, max_runtime_s, node_names, request_body, created_at, admitted_at, finished_at, sent_at";
+pub(super) const JOB_COLUMNS: &str = "job_id, name, template_id, template_version, team_id, user_id, pool_id, gpus, priority, state, params, max_runtime_s, node_names, request_body, created_at, admitted_at, finished_at, sent_at, cloned_from, failure, logs_kept_at";
 
 pub(super) fn job_from_row(r: &AnyRow) -> Result<JobRow> {
     let state: String = r.try_get("state")?;
@@ -59,6 +65,12 @@ pub(super) fn job_from_row(r: &AnyRow) -> Result<JobRow> {
         admitted_at: r.try_get::<Option<i64>, _>("admitted_at")?.map(from_ms),
         finished_at: r.try_get::<Option<i64>, _>("finished_at")?.map(from_ms),
         sent_at: r.try_get::<Option<i64>, _>("sent_at")?.map(from_ms),
+        cloned_from: r.try_get("cloned_from")?,
+        failure: r
+            .try_get::<Option<String>, _>("failure")?
+            .map(|f| serde_json::from_str(&f))
+            .transpose()?,
+        logs_kept_at: r.try_get::<Option<i64>, _>("logs_kept_at")?.map(from_ms),
     })
 }
 
@@ -78,6 +90,8 @@ pub struct NewJob<'a> {
     pub idempotency_key: Option<&'a str>,
     pub request_body: &'a str,
     pub created_at: DateTime<Utc>,
+    /// The job it was cloned or re-run from.
+    pub cloned_from: Option<&'a str>,
 }
 
 /// A state change to store, with the fields it sets.
@@ -200,8 +214,8 @@ impl Db {
     pub async fn insert_job(&self, j: &NewJob<'_>, reason: &str) -> Result<()> {
         let mut tx = self.begin_write().await?;
         sqlx::query(
-            "INSERT INTO job (job_id, name, template_id, template_version, team_id, user_id, pool_id, gpus, priority, state, params, max_runtime_s, idempotency_key, request_body, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13, $14)",
+            "INSERT INTO job (job_id, name, template_id, template_version, team_id, user_id, pool_id, gpus, priority, state, params, max_runtime_s, idempotency_key, request_body, created_at, cloned_from) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13, $14, $15)",
         )
         .bind(j.id)
         .bind(j.name)
@@ -217,6 +231,7 @@ impl Db {
         .bind(j.idempotency_key)
         .bind(j.request_body)
         .bind(ms(j.created_at))
+        .bind(j.cloned_from)
         .execute(&mut *tx)
         .await
         .map_err(map_err)?;

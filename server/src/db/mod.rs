@@ -4,6 +4,7 @@
 mod audit;
 mod identity;
 mod jobs;
+mod logs;
 pub mod migrations;
 mod pools;
 mod templates;
@@ -12,6 +13,7 @@ mod usage;
 use audit::insert_audit;
 pub use identity::TokenRow;
 pub use jobs::{EventRow, JobQuery, JobRow, NewJob, Transition};
+pub use logs::KeptLog;
 pub use pools::{pool_specs, PoolRow, QuotaRow, QuotaWrite};
 use usage::record_interval;
 

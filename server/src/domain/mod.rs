@@ -5,6 +5,7 @@
 pub mod accounting;
 pub mod audit;
 pub mod identity;
+pub mod logs;
 pub mod quota;
 pub mod template;
 pub mod template_def;

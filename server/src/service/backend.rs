@@ -150,6 +150,38 @@ impl Backend for Portal {
             .map_err(ApiError::from)
     }
 
+    async fn job_logs(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        rank: Option<u32>,
+        tail: usize,
+    ) -> Result<JobLogs, ApiError> {
+        let q = crate::cluster::LogQuery {
+            ranks: rank.map_or(crate::cluster::Ranks::All, crate::cluster::Ranks::One),
+            tail: Some(tail.clamp(1, crate::domain::logs::MAX_LINES_PER_READ)),
+            since: None,
+        };
+        Portal::job_logs(self, viewer, id, q)
+            .await
+            .map_err(ApiError::from)
+    }
+
+    async fn rerun_job(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        use_current_version: bool,
+    ) -> Result<Job, ApiError> {
+        let opts = RerunRequest {
+            use_current_version,
+        };
+        Portal::rerun_job(self, viewer, id, opts, None)
+            .await
+            .map(|(job, _)| job)
+            .map_err(ApiError::from)
+    }
+
     async fn sign_in_options(
         &self,
         parts: &http::request::Parts,

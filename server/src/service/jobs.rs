@@ -75,6 +75,15 @@ impl Portal {
         let queues = self.queues_for(&rows).await?;
         let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
         let mut events = self.db.events_for(&ids).await?;
+        let origins: Vec<&str> = rows
+            .iter()
+            .filter_map(|r| r.cloned_from.as_deref())
+            .collect();
+        let origin_names = if origins.is_empty() {
+            HashMap::new()
+        } else {
+            self.db.job_names(&origins).await?
+        };
         let mut jobs = Vec::with_capacity(rows.len());
         for r in rows {
             let queue = queues.get(&r.pool);
@@ -86,6 +95,29 @@ impl Portal {
             let can_cancel = r.state.is_active()
                 && (r.user == viewer.user || viewer.is_lead_of(&r.team) || viewer.is_admin);
             let events = events.remove(&r.id).unwrap_or_default();
+            let can_rerun = viewer.is_member_of(&r.team);
+            let version_note = if with_ahead && viewer.is_member_of(&r.team) {
+                self.version_note(&r).await?
+            } else {
+                None
+            };
+            let clones = if with_ahead {
+                self.db
+                    .clones_of(&r.id)
+                    .await?
+                    .into_iter()
+                    .map(|(id, name, _)| JobLink { id, name })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let cloned_from = r.cloned_from.as_ref().map(|id| JobLink {
+                id: id.clone(),
+                name: origin_names
+                    .get(id)
+                    .map(|(n, _)| n.clone())
+                    .unwrap_or_else(|| id.clone()),
+            });
             let preemptions = events
                 .iter()
                 .filter(|e| e.kind == "preempted")
@@ -142,6 +174,11 @@ impl Portal {
                     Vec::new()
                 },
                 can_cancel,
+                can_rerun,
+                version_note,
+                failure: r.failure,
+                cloned_from,
+                clones,
             });
         }
         Ok(jobs)

@@ -46,6 +46,8 @@ struct ValidLaunch {
     params: Map<String, Value>,
     max_runtime_s: u64,
     name: Option<String>,
+    /// The job it clones, checked visible to the viewer.
+    from_job: Option<String>,
 }
 
 impl ValidLaunch {
@@ -87,10 +89,30 @@ impl Portal {
                 .to_string(),
         };
         let templates = self.db.list_templates().await?;
-        let template = templates
-            .iter()
-            .find(|t| t.name == req.template)
-            .cloned()
+        let exact = match req.template_version {
+            None => None,
+            Some(version) => {
+                if let Some((_, true)) = self.db.template_state(&req.template).await? {
+                    return Err(Error::invalid(
+                        "template",
+                        format!("template '{}' is deprecated: it takes no new launches; choose another template", req.template),
+                    ));
+                }
+                Some(
+                    self.db
+                        .template_version(&req.template, version)
+                        .await?
+                        .ok_or_else(|| {
+                            Error::invalid(
+                                "template_version",
+                                format!("template '{}' has no version {version}", req.template),
+                            )
+                        })?,
+                )
+            }
+        };
+        let template = exact
+            .or_else(|| templates.iter().find(|t| t.name == req.template).cloned())
             .ok_or_else(|| {
                 let known: Vec<&str> = templates.iter().map(|t| t.name.as_str()).collect();
                 Error::invalid(
@@ -188,7 +210,17 @@ impl Portal {
             }
             Some(n) => Some(n.to_string()),
         };
+        let from_job = match req.from_job.as_deref() {
+            None => None,
+            Some(id) => Some(
+                self.visible_row(viewer, id)
+                    .await
+                    .map_err(|e| e.with_field("from_job"))?
+                    .id,
+            ),
+        };
         Ok(ValidLaunch {
+            from_job,
             template,
             team,
             pool: pool.name.clone(),
@@ -243,11 +275,18 @@ impl Portal {
             idempotency_key: key.as_deref(),
             request_body: &body,
             created_at: now,
+            cloned_from: v.from_job.as_deref(),
         };
-        let reason = format!(
-            "Launched by {} ({} v{})",
-            viewer.user, v.template.name, v.template.version
-        );
+        let reason = match &v.from_job {
+            Some(from) => format!(
+                "Launched by {} ({} v{}) from job {from}",
+                viewer.user, v.template.name, v.template.version
+            ),
+            None => format!(
+                "Launched by {} ({} v{})",
+                viewer.user, v.template.name, v.template.version
+            ),
+        };
         match self.db.insert_job(&new, &reason).await {
             Ok(()) => {}
             Err(DbError::Conflict) if key.is_some() => {
@@ -356,6 +395,95 @@ impl Portal {
             format!(
                 "# What Launch submits (the job id, all zeros here, is assigned at launch)\n{yaml}"
             )
+        }))
+    }
+
+    /// Launches a job again as it was: the same template version, parameters, GPUs, pool,
+    /// priority and max runtime (or on the template's current version when asked), recorded
+    /// as cloned from it. A repeated request with the same `Idempotency-Key` returns the
+    /// first re-run.
+    #[tracing::instrument(skip(self, viewer, key), fields(user = %viewer.user))]
+    pub async fn rerun_job(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        opts: RerunRequest,
+        key: Option<String>,
+    ) -> Result<(Job, bool), Error> {
+        let row = self.visible_row(viewer, id).await?;
+        if !viewer.is_member_of(&row.team) {
+            return Err(Error::forbidden(format!(
+                "only members of team {} can re-run its jobs",
+                row.team
+            )));
+        }
+        if let Some(k) = key.as_deref() {
+            crate::input::single_line("Idempotency-Key", k)?;
+            if let Some(existing) = self.db.find_by_idempotency_key(&viewer.user, k).await? {
+                if existing.cloned_from.as_deref() == Some(id) {
+                    return Ok((self.get_job(viewer, &existing.id).await?, false));
+                }
+            }
+        }
+        let mut params = row.params.clone();
+        let template_version = if opts.use_current_version {
+            // Parameters the current version no longer takes are dropped (listed on the page).
+            if let Some(current) = self
+                .db
+                .list_templates()
+                .await?
+                .into_iter()
+                .find(|t| t.name == row.template)
+            {
+                params.retain(|k, _| current.params.iter().any(|p| &p.name == k));
+            }
+            None
+        } else {
+            Some(row.template_version)
+        };
+        let base = match row.name.rsplit_once(" · re-run ") {
+            Some((b, n)) if n.chars().all(|c| c.is_ascii_digit()) => b.to_string(),
+            _ => row.name.clone(),
+        };
+        let n = self.db.clones_of(id).await?.len() + 1;
+        let req = LaunchRequest {
+            template: row.template.clone(),
+            gpus: row.gpus,
+            pool: Some(row.pool.clone()),
+            params,
+            max_runtime_s: Some(row.max_runtime_s),
+            name: Some(format!("{base} · re-run {n}")),
+            priority: Some(row.priority),
+            team: Some(row.team.clone()),
+            template_version,
+            from_job: Some(id.to_string()),
+        };
+        self.launch_job(viewer, req, key).await
+    }
+
+    /// How a job's template version differs from the template's current one; `None` when it
+    /// is the current one.
+    pub(super) async fn version_note(&self, row: &JobRow) -> Result<Option<VersionNote>, Error> {
+        let Some((newest, deprecated)) = self.db.template_state(&row.template).await? else {
+            return Ok(None);
+        };
+        if !deprecated && newest == row.template_version {
+            return Ok(None);
+        }
+        let differences = match (
+            deprecated,
+            self.db
+                .template_version(&row.template, row.template_version)
+                .await?,
+            self.db.template_version(&row.template, newest).await?,
+        ) {
+            (false, Some(old), Some(new)) => crate::domain::template::differences(&old, &new),
+            _ => Vec::new(),
+        };
+        Ok(Some(VersionNote {
+            current: (!deprecated).then_some(newest),
+            deprecated,
+            differences,
         }))
     }
 }

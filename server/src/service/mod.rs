@@ -9,6 +9,7 @@ mod identity;
 mod jobs;
 mod launch;
 mod live;
+mod logs;
 mod quotas;
 pub mod session;
 mod templates;
@@ -18,6 +19,7 @@ pub use usage::grouping;
 
 pub use launch::{stored_workload, workload_of};
 pub use live::LiveChange;
+pub use logs::log_source;
 pub use quotas::{parse_strategy, QuotaEdit};
 
 use std::collections::HashMap;

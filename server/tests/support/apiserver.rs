@@ -34,6 +34,8 @@ struct Store {
     log: Vec<(u64, String, &'static str, Value)>,
     /// Every request, as "METHOD path", for assertions.
     requests: Vec<String>,
+    /// "namespace/pod" → its container's lines, as the kubelet would serve them.
+    pod_logs: BTreeMap<String, Vec<(DateTime<Utc>, String)>>,
 }
 
 pub struct ApiServer {
@@ -312,6 +314,105 @@ fn workload_key_of(s: &Store, job_id: &str) -> Option<String> {
 
 /// Sets conditions as the API conventions say: a condition whose status does not change
 /// keeps its `lastTransitionTime`.
+/// A query parameter's decoded value.
+fn param(query: &str, name: &str) -> Option<String> {
+    url::form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+}
+
+fn core_pods(me: &ApiServer, ns: &str, rest: &[&str], query: &str) -> Response {
+    let s = me.store.lock().unwrap();
+    match rest {
+        [] => {
+            // `labelSelector=k=v[,k=v]`: equality only, as Gantry asks.
+            let selector = param(query, "labelSelector").unwrap_or_default();
+            let wanted: Vec<(&str, &str)> = selector
+                .split(',')
+                .filter_map(|kv| kv.split_once('='))
+                .collect();
+            let items: Vec<Value> = s
+                .objects
+                .iter()
+                .filter(|(k, _)| k.starts_with(&format!("pods/{ns}/")))
+                .map(|(_, v)| v)
+                .filter(|p| {
+                    wanted
+                        .iter()
+                        .all(|(k, v)| p["metadata"]["labels"][*k] == *v)
+                })
+                .cloned()
+                .collect();
+            reply(
+                StatusCode::OK,
+                json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": s.rv.to_string()}, "items": items}),
+            )
+        }
+        [name, "log"] => {
+            let Some(lines) = s.pod_logs.get(&format!("{ns}/{name}")) else {
+                return not_found(name);
+            };
+            let stamps = param(query, "timestamps").as_deref() == Some("true");
+            let since = param(query, "sinceSeconds")
+                .and_then(|v| v.parse::<i64>().ok())
+                .map(|secs| Utc::now() - chrono::Duration::seconds(secs));
+            let mut out: Vec<String> = lines
+                .iter()
+                .filter(|(at, _)| since.is_none_or(|s| *at >= s))
+                .map(|(at, text)| {
+                    if stamps {
+                        format!(
+                            "{} {text}",
+                            at.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+                        )
+                    } else {
+                        text.clone()
+                    }
+                })
+                .collect();
+            if let Some(n) = param(query, "tailLines").and_then(|v| v.parse::<usize>().ok()) {
+                let cut = out.len().saturating_sub(n);
+                out.drain(..cut);
+            }
+            let mut body = out.join("\n");
+            if !body.is_empty() {
+                body.push('\n');
+            }
+            Response::builder()
+                .status(StatusCode::OK)
+                .header("content-type", "text/plain")
+                .body(Body::from(body))
+                .unwrap()
+        }
+        _ => not_found(&rest.join("/")),
+    }
+}
+
+impl ApiServer {
+    /// A pod as the JobSet controller and the kubelet leave it, with its log lines.
+    pub fn add_pod(&self, ns: &str, pod: Value, lines: Vec<(DateTime<Utc>, String)>) {
+        let name = pod["metadata"]["name"].as_str().unwrap().to_string();
+        let mut s = self.store.lock().unwrap();
+        s.objects.insert(key("pods", ns, &name), pod);
+        s.pod_logs.insert(format!("{ns}/{name}"), lines);
+    }
+
+    /// Deletes every pod (as a JobSet's TTL after it finished would).
+    pub fn delete_pods(&self) {
+        let mut s = self.store.lock().unwrap();
+        s.objects.retain(|k, _| !k.starts_with("pods/"));
+        s.pod_logs.clear();
+    }
+
+    /// Sets a job object's status (its `Failed` condition, say).
+    pub fn set_status(&self, plural: &str, ns: &str, name: &str, status: Value) {
+        let mut s = self.store.lock().unwrap();
+        if let Some(o) = s.objects.get_mut(&key(plural, ns, name)) {
+            o["status"] = status;
+        }
+    }
+}
+
 fn set_conditions(w: &mut Value, new: &[Value]) {
     let mut cs: Vec<Value> = w["status"]["conditions"]
         .as_array()
@@ -375,6 +476,10 @@ async fn handle(
         .requests
         .push(format!("{method} {path}"));
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    // The core group: a namespace's pods (list, with a label selector) and a pod's log.
+    if let ["api", "v1", "namespaces", ns, "pods", rest @ ..] = segs.as_slice() {
+        return core_pods(&me, ns, rest, &query);
+    }
     if segs.first() != Some(&"apis") || segs.len() < 4 {
         return not_found(&path);
     }

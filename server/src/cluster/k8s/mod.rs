@@ -23,6 +23,7 @@
 //! stored and the reconciler sends it again.
 
 pub mod objects;
+pub mod pods;
 pub mod status;
 #[cfg(test)]
 mod tests;
@@ -76,6 +77,11 @@ pub const API_USE: &[(&str, &str, &str)] = &[
     ("trainer.kubeflow.org", "trainjobs", "create"),
     ("trainer.kubeflow.org", "trainjobs", "patch"),
     ("trainer.kubeflow.org", "trainjobs", "delete"),
+    // A job's pods, their logs, and its object's Failed condition (cluster/k8s/pods.rs).
+    ("", "pods", "list"),
+    ("", "pods/log", "get"),
+    ("jobset.x-k8s.io", "jobsets", "get"),
+    ("trainer.kubeflow.org", "trainjobs", "get"),
 ];
 
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -494,6 +500,21 @@ impl Cluster for KubeCluster {
 
     fn last_seq(&self) -> u64 {
         self.seq.load(Ordering::SeqCst)
+    }
+
+    async fn logs(
+        &self,
+        src: &super::LogSource,
+        q: &super::LogQuery,
+    ) -> Result<Option<Vec<app::model::domain::LogLine>>> {
+        self.read_logs(src, q).await
+    }
+
+    async fn failure(
+        &self,
+        src: &super::LogSource,
+    ) -> Result<Option<app::model::domain::JobFailure>> {
+        self.read_failure(src).await
     }
 
     fn listed(&self) -> bool {

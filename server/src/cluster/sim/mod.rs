@@ -188,8 +188,31 @@ impl Cluster for SimCluster {
     fn last_seq(&self) -> u64 {
         self.seq.load(Ordering::SeqCst)
     }
+
+    async fn logs(&self, src: &LogSource, q: &LogQuery) -> Result<Option<Vec<LogLine>>> {
+        let now = self.clock.now();
+        if !logs::pods_exist(src, now) {
+            return Ok(None);
+        }
+        let per_rank = (0..src.ranks())
+            .filter(|r| q.ranks.includes(*r))
+            .map(|r| logs::lines(src, r, now))
+            .collect();
+        Ok(Some(crate::domain::logs::select(
+            crate::domain::logs::interleave(per_rank),
+            q,
+        )))
+    }
+
+    async fn failure(&self, src: &LogSource) -> Result<Option<JobFailure>> {
+        if !logs::pods_exist(src, self.clock.now()) {
+            return Ok(None);
+        }
+        Ok(logs::failure(src))
+    }
 }
 
 pub mod failure;
+pub mod logs;
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,7 @@ mod events;
 mod extract;
 mod health;
 mod jobs;
+mod logs;
 mod quotas;
 mod sim;
 mod templates;
@@ -18,6 +19,7 @@ use extract::*;
 pub use extract::{ApiJson, ApiPath, ApiQuery};
 use health::*;
 use jobs::*;
+use logs::*;
 use quotas::*;
 use sim::*;
 use templates::*;
@@ -72,6 +74,8 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/jobs/{id}", get(get_job))
         .route("/api/v1/jobs/{id}/cancel", post(cancel))
         .route("/api/v1/jobs/{id}/utilization", get(job_utilization))
+        .route("/api/v1/jobs/{id}/logs", get(job_logs))
+        .route("/api/v1/jobs/{id}/rerun", post(rerun))
         .route("/api/v1/events", get(events))
         .route("/api/v1/sim/advance", post(sim_advance))
         .route("/api/v1/usage", get(usage))

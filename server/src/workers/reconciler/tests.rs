@@ -28,6 +28,7 @@ async fn launch(f: &Fixture, user: &str, gpus: u32, pool: &str) -> String {
         name: None,
         priority: None,
         team: None,
+        ..Default::default()
     };
     f.portal
         .launch_job(&viewer, req, None)
@@ -162,6 +163,7 @@ async fn drift_in_the_database_is_corrected_from_the_cluster() {
             idempotency_key: None,
             request_body: "{}",
             created_at: Utc::now(),
+            cloned_from: None,
         },
         "test: stored",
     )

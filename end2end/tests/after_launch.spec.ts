@@ -1,0 +1,102 @@
+import { SHOTS, apiAs, cancelEverything, expect, hydrated, launch, signIn, test } from "./helpers";
+
+test("a running job's logs follow live, search highlights, and download the whole log", async ({ page, baseURL }) => {
+  await cancelEverything(baseURL!);
+  const alice = await apiAs(baseURL!, "alice");
+  const carol = await apiAs(baseURL!, "carol");
+  const job = await launch(alice, { template: "mistral-7b-sft", gpus: 16, pool: "hgx-h100", name: "e2e-logs" });
+  expect((await carol.post("/api/v1/sim/advance", { data: { seconds: 300 } })).ok()).toBeTruthy();
+
+  await signIn(page, "alice");
+  await page.goto(`/jobs/${job.id}`);
+  await hydrated(page);
+  const lines = page.getByTestId("log-lines");
+  await expect(lines).toContainText("--node_rank=0");
+  await expect(lines).toContainText("| loss ");
+  const before = await lines.locator(".log-line").count();
+  // The clock moves: new step lines arrive without a reload.
+  expect((await carol.post("/api/v1/sim/advance", { data: { seconds: 120 } })).ok()).toBeTruthy();
+  await expect.poll(async () => lines.locator(".log-line").count(), { timeout: 15_000 }).toBeGreaterThan(before);
+  // Paused, new lines wait behind Resume.
+  await page.getByTestId("logs-pause").click();
+  const paused = await lines.locator(".log-line").count();
+  expect((await carol.post("/api/v1/sim/advance", { data: { seconds: 120 } })).ok()).toBeTruthy();
+  await expect(page.getByTestId("logs-resume")).toContainText(/Resume \([1-9]\d* new\)/, { timeout: 15_000 });
+  expect(await lines.locator(".log-line").count()).toBe(paused);
+  await page.getByTestId("logs-resume").click();
+  await expect.poll(async () => lines.locator(".log-line").count()).toBeGreaterThan(paused);
+  // Search highlights the matches.
+  await page.getByTestId("logs-search").fill("nccl");
+  await expect(lines.locator("mark").first()).toHaveText(/nccl/i);
+  await expect(page.getByTestId("logs-matches")).toContainText("matching line");
+  // All ranks, interleaved with a rank prefix.
+  await page.getByTestId("logs-rank").selectOption("all");
+  await expect(lines.locator(".log-rank").first()).toBeVisible();
+  await expect(lines).toContainText("--node_rank=1");
+  await page.screenshot({ path: `${SHOTS}/job-logs.png`, fullPage: true });
+  const [download] = await Promise.all([page.waitForEvent("download"), page.getByTestId("logs-download").click()]);
+  expect(download.suggestedFilename()).toBe(`job-${job.id}-all-ranks.log`);
+  const text = await (await alice.get(`/api/v1/jobs/${job.id}/logs?rank=all&download=true`)).text();
+  expect(text).toContain("[rank 1] ");
+  await alice.dispose();
+  await carol.dispose();
+});
+
+test("a failed job shows why with its highlighted lines; Re-run and Clone land on new jobs", async ({ page, baseURL }) => {
+  await cancelEverything(baseURL!);
+  const alice = await apiAs(baseURL!, "alice");
+  const carol = await apiAs(baseURL!, "carol");
+  const job = await launch(alice, {
+    template: "mistral-7b-sft",
+    gpus: 8,
+    pool: "hgx-h100",
+    name: "e2e-oom",
+    params: { sim_fail_after_s: 600, sim_fail_reason: "OOMKilled" },
+  });
+  expect((await carol.post("/api/v1/sim/advance", { data: { seconds: 660 } })).ok()).toBeTruthy();
+  // The keeper reads why it failed within a few seconds.
+  await expect
+    .poll(async () => (await (await alice.get(`/api/v1/jobs/${job.id}`)).json()).failure?.reason, { timeout: 15_000 })
+    .toBe("OOMKilled");
+
+  await signIn(page, "alice");
+  await page.goto(`/jobs/${job.id}`);
+  await hydrated(page);
+  await expect(page.getByTestId("failure-detail")).toContainText("A worker ran out of memory (OOMKilled)");
+  await expect(page.getByTestId("failure-exit")).toContainText("exit code 137 (OOMKilled)");
+  await expect(page.getByTestId("failure-where")).toContainText("node rank 0");
+  const failing = page.getByTestId("failure-lines");
+  await expect(failing.locator(".log-error").first()).toBeVisible();
+  await expect(failing).toContainText("CUDA out of memory");
+  await page.screenshot({ path: `${SHOTS}/job-failed-reason.png`, fullPage: true });
+
+  // Re-run: one confirmation, then the new job's page, linked back.
+  await page.getByTestId("rerun").click();
+  await page.getByTestId("confirm-rerun").click();
+  await expect(page).not.toHaveURL(new RegExp(`/jobs/${job.id}$`));
+  await expect(page.getByTestId("job-name")).toHaveText("e2e-oom · re-run 1");
+  await expect(page.getByTestId("cloned-from")).toContainText("e2e-oom");
+  const rerunUrl = page.url();
+  const rerun = await (await alice.get(`/api/v1/jobs/${rerunUrl.split("/").pop()}`)).json();
+  expect(rerun.params).toEqual(job.params);
+  expect(rerun.gpus).toBe(8);
+
+  // Clone: the form filled with the original's values; a change is listed; launch.
+  await page.goto(`/jobs/${job.id}`);
+  await hydrated(page);
+  await page.getByTestId("clone").click();
+  await expect(page.getByTestId("clone-note")).toContainText("Cloned from");
+  await expect(page.getByTestId("clone-same")).toBeVisible();
+  await hydrated(page);
+  await page.locator('input[name="max_runtime_h"]').fill("3.25");
+  await expect(page.getByTestId("clone-differences")).toContainText("max runtime");
+  await page.screenshot({ path: `${SHOTS}/launch-clone.png`, fullPage: true });
+  await page.getByTestId("launch-submit").click();
+  await expect(page.getByTestId("cloned-from")).toContainText("e2e-oom");
+  await expect(page.getByTestId("job-name")).toHaveText("e2e-oom · clone");
+  await page.goto(`/jobs/${job.id}`);
+  await expect(page.getByTestId("clones")).toContainText("e2e-oom · clone");
+  await expect(page.getByTestId("clones")).toContainText("e2e-oom · re-run 1");
+  await alice.dispose();
+  await carol.dispose();
+});
