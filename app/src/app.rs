@@ -125,6 +125,7 @@ fn NavBar() -> impl IntoView {
                             };
                             view! {
                                 <div class="who">
+                                    <crate::pages::notifications::NotificationBell/>
                                     {v.sees_usage().then(|| view! {
                                         <A href="/usage">"Usage"</A>
                                     })}

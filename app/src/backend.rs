@@ -56,6 +56,28 @@ pub trait Backend: Send + Sync + 'static {
         rank: Option<u32>,
         tail: usize,
     ) -> Result<JobLogs, ApiError>;
+    async fn notifications(&self, viewer: &Viewer) -> Result<NotificationList, ApiError>;
+    async fn mark_notifications_read(&self, viewer: &Viewer) -> Result<NotificationList, ApiError>;
+    async fn notification_settings(
+        &self,
+        viewer: &Viewer,
+    ) -> Result<NotificationSettings, ApiError>;
+    async fn save_notification_prefs(
+        &self,
+        viewer: &Viewer,
+        prefs: Vec<NotificationPref>,
+    ) -> Result<NotificationSettings, ApiError>;
+    async fn create_webhook(
+        &self,
+        viewer: &Viewer,
+        req: NewWebhook,
+    ) -> Result<CreatedWebhook, ApiError>;
+    async fn delete_webhook(&self, viewer: &Viewer, id: &str) -> Result<(), ApiError>;
+    async fn webhook_deliveries(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+    ) -> Result<Vec<DeliveryInfo>, ApiError>;
     /// The job again as it was (or on the template's current version); returns the new job.
     async fn rerun_job(
         &self,

@@ -215,6 +215,50 @@ pub async fn rerun_job(id: String, use_current_version: bool) -> Result<Job, Api
 }
 
 #[server]
+pub async fn get_notifications() -> Result<NotificationList, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.notifications(&viewer).await
+}
+
+#[server]
+pub async fn mark_all_notifications_read() -> Result<NotificationList, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.mark_notifications_read(&viewer).await
+}
+
+#[server]
+pub async fn get_notification_settings() -> Result<NotificationSettings, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.notification_settings(&viewer).await
+}
+
+#[server(input = Json)]
+pub async fn save_notification_prefs(
+    prefs: Vec<NotificationPref>,
+) -> Result<NotificationSettings, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.save_notification_prefs(&viewer, prefs).await
+}
+
+#[server(input = Json)]
+pub async fn create_webhook(req: NewWebhook) -> Result<CreatedWebhook, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.create_webhook(&viewer, req).await
+}
+
+#[server]
+pub async fn delete_webhook(id: String) -> Result<(), ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.delete_webhook(&viewer, &id).await
+}
+
+#[server]
+pub async fn get_webhook_deliveries(id: String) -> Result<Vec<DeliveryInfo>, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.webhook_deliveries(&viewer, &id).await
+}
+
+#[server]
 pub async fn get_usage(days: u32, group_by: String, bucket: String) -> Result<UsageView, ApiError> {
     let (backend, viewer) = ssr::backend_and_viewer().await?;
     backend.usage_view(&viewer, days, group_by, bucket).await

@@ -100,3 +100,43 @@ test("a failed job shows why with its highlighted lines; Re-run and Clone land o
   await alice.dispose();
   await carol.dispose();
 });
+
+test("a notification appears in the top bar when a job starts, and settings save", async ({ page, baseURL }) => {
+  await cancelEverything(baseURL!);
+  const alice = await apiAs(baseURL!, "alice");
+  const carol = await apiAs(baseURL!, "carol");
+  await alice.post("/api/v1/notifications/read", { data: { all: true } });
+  await signIn(page, "alice");
+  await page.goto("/");
+  await hydrated(page);
+  await expect(page.getByTestId("bell")).toBeVisible();
+  const job = await launch(alice, { template: "mistral-7b-sft", gpus: 8, pool: "hgx-h100", name: "e2e-notify" });
+  expect((await carol.post("/api/v1/sim/advance", { data: { seconds: 60 } })).ok()).toBeTruthy();
+  // The live stream brings the change; the bell counts it without a reload.
+  await expect(page.getByTestId("bell-count")).toBeVisible({ timeout: 15_000 });
+  await page.getByTestId("bell").click();
+  const item = page.getByTestId("notification").filter({ hasText: "e2e-notify" }).first();
+  await expect(item).toContainText("Job e2e-notify started: 8 GPUs");
+  await expect(item.locator("a")).toHaveAttribute("href", `/jobs/${job.id}`);
+  await page.screenshot({ path: `${SHOTS}/notifications.png`, fullPage: false });
+  await page.getByTestId("mark-all-read").click();
+  await expect(page.getByTestId("bell-count")).toHaveCount(0);
+
+  await page.goto("/profile#notifications");
+  await hydrated(page);
+  await expect(page.getByTestId("pref-failed")).toBeVisible();
+  await page.getByRole("checkbox", { name: "Succeeded: in Gantry" }).uncheck();
+  await page.getByTestId("save-prefs").click();
+  await expect(page.getByTestId("prefs-saved")).toBeVisible();
+  const settings = await (await alice.get("/api/v1/notifications/settings")).json();
+  expect(settings.prefs.find((p: { event: string }) => p.event === "succeeded").in_app).toBe(false);
+  await page.getByTestId("webhook-url").fill("https://hooks.example.com/services/T0/B0/secretpath");
+  await page.getByTestId("webhook-add").click();
+  await expect(page.getByTestId("webhook-created")).toContainText("shown once");
+  await page.screenshot({ path: `${SHOTS}/profile-notifications.png`, fullPage: true });
+  await alice.put("/api/v1/notifications/settings", {
+    data: { prefs: settings.prefs.map((p: { event: string }) => ({ ...p, in_app: true })) },
+  });
+  await alice.dispose();
+  await carol.dispose();
+});

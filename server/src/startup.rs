@@ -195,6 +195,20 @@ async fn restore_sim(sim: &SimCluster, db: &Db) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where people reach Gantry: `server.public_url`, else the origin of the OIDC redirect URL,
+/// else the listen address.
+fn public_url(config: &Config, bound: SocketAddr) -> String {
+    if let Some(u) = &config.server.public_url {
+        return u.trim_end_matches('/').to_string();
+    }
+    if let Some(o) = &config.auth.oidc {
+        if let Ok(u) = url::Url::parse(&o.redirect_url) {
+            return u.origin().ascii_serialization();
+        }
+    }
+    format!("http://{bound}")
+}
+
 /// Starts Gantry with `config` and serves until [`Running::stop`].
 pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Result<Running> {
     let config = Arc::new(config);
@@ -295,6 +309,7 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         portal.clone(),
         Duration::from_secs(2),
     ));
+    tasks.extend(crate::workers::notifier::spawn(portal.clone()));
     tasks.push(crate::workers::recorder::spawn_recorder(
         db.clone(),
         metrics.clone(),
@@ -358,6 +373,7 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
     let app = router(state, sessions);
 
     let listener = tokio::net::TcpListener::bind(config.server.addr).await?;
+    portal.set_public_url(public_url(&config, listener.local_addr()?));
     let addr = listener.local_addr()?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let limits = crate::http::serve::ConnLimits {

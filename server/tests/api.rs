@@ -243,6 +243,7 @@ on_both!(
     every_page_by_role,
     logs_are_read_followed_and_kept_after_the_pods_go,
     rerun_and_clone_keep_the_values_and_link_both_ways,
+    webhooks_are_signed_retried_and_sent_once_across_a_restart,
 );
 
 const NEOX: &str = "\
@@ -4360,6 +4361,288 @@ async fn rerun_and_clone_keep_the_values_and_link_both_ways(t: Target) {
     );
     let (_, original) = alice.get(&format!("/api/v1/jobs/{id}")).await;
     assert_eq!(original["version_note"]["deprecated"], true);
+    finish(app, db).await;
+}
+
+/// A webhook receiver over real HTTP: it records every request and answers with `status`
+/// (500 until a test says otherwise).
+struct Receiver {
+    url: String,
+    got: std::sync::Arc<std::sync::Mutex<Vec<Received>>>,
+    status: std::sync::Arc<std::sync::atomic::AtomicU16>,
+}
+
+#[derive(Clone, Debug)]
+struct Received {
+    path: String,
+    delivery: String,
+    event: String,
+    signature: Option<String>,
+    body: String,
+    answered: u16,
+}
+
+impl Receiver {
+    async fn start() -> Receiver {
+        use std::sync::atomic::Ordering;
+        let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Received>::new()));
+        let status = std::sync::Arc::new(std::sync::atomic::AtomicU16::new(500));
+        let (g, st) = (got.clone(), status.clone());
+        let app = axum::Router::new().fallback(
+            move |uri: axum::http::Uri, headers: axum::http::HeaderMap, body: String| {
+                let (g, st) = (g.clone(), st.clone());
+                async move {
+                    let h = |k: &str| headers.get(k).map(|v| v.to_str().unwrap().to_string());
+                    let answered = st.load(Ordering::SeqCst);
+                    g.lock().unwrap().push(Received {
+                        path: uri.path().to_string(),
+                        delivery: h("x-gantry-delivery").unwrap_or_default(),
+                        event: h("x-gantry-event").unwrap_or_default(),
+                        signature: h("x-gantry-signature"),
+                        body,
+                        answered,
+                    });
+                    axum::http::StatusCode::from_u16(answered).unwrap()
+                }
+            },
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Receiver {
+            url: format!("http://{addr}"),
+            got,
+            status,
+        }
+    }
+
+    fn got(&self) -> Vec<Received> {
+        self.got.lock().unwrap().clone()
+    }
+
+    async fn until(&self, what: &str, ok: impl Fn(&[Received]) -> bool) -> Vec<Received> {
+        for _ in 0..100 {
+            let got = self.got();
+            if ok(&got) {
+                return got;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        panic!("the receiver never saw {what}: {:?}", self.got());
+    }
+}
+
+/// HMAC-SHA256 of `body` with `secret`, from the `hmac` crate (not Gantry's code).
+fn hmac_hex(secret: &str, body: &str) -> String {
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(body.as_bytes());
+    let hex: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256={hex}")
+}
+
+/// Notifications: a job's start appears in the owner's list and goes to their webhook,
+/// signed (checked with the secret shown once), retried after a 500 with the same delivery
+/// id, and logged; a team lead's team webhook gets the team's failure; a Gantry restart in
+/// the middle of a failing delivery neither loses nor doubles it; nobody reads or removes
+/// another's webhook.
+async fn webhooks_are_signed_retried_and_sent_once_across_a_restart(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let bob = app.client("bob").await;
+    let dave = app.client("dave").await;
+    let carol = app.client("carol").await;
+    let rx = Receiver::start().await;
+
+    let (status, hook) = alice
+        .post(
+            "/api/v1/webhooks",
+            json!({"url": format!("{}/alice", rx.url), "kind": "generic", "events": ["started", "failed"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{hook}");
+    let secret = hook["secret"].as_str().unwrap().to_string();
+    let hook_id = hook["webhook"]["id"].as_str().unwrap().to_string();
+    assert!(
+        !hook["webhook"]["url"].as_str().unwrap().contains("/alice"),
+        "shown shortened"
+    );
+    for (body, field) in [
+        (
+            json!({"url": "ftp://x", "kind": "generic", "events": ["failed"]}),
+            "url",
+        ),
+        (
+            json!({"url": rx.url, "kind": "teams", "events": ["failed"]}),
+            "kind",
+        ),
+        (
+            json!({"url": rx.url, "kind": "slack", "events": ["exploded"]}),
+            "events",
+        ),
+        (
+            json!({"url": rx.url, "kind": "slack", "events": ["failed"], "team": "nlp"}),
+            "team",
+        ),
+    ] {
+        let (status, err) = alice.post("/api/v1/webhooks", body.clone()).await;
+        assert!(status.is_client_error(), "{body}: {err}");
+        assert_eq!(err["error"]["field"], field, "{body}: {err}");
+    }
+    // Bob leads nlp: a team webhook (Slack-compatible) for the team's failures.
+    let (status, team_hook) = bob
+        .post(
+            "/api/v1/webhooks",
+            json!({"url": format!("{}/team", rx.url), "kind": "slack", "events": ["failed"], "team": "nlp"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{team_hook}");
+    let (status, _) = dave
+        .get(&format!("/api/v1/webhooks/{hook_id}/deliveries"))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "another's webhook");
+    let (status, _, _) = dave
+        .send("DELETE", &format!("/api/v1/webhooks/{hook_id}"), &[], None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let job = alice
+        .launch(
+            json!({"template": "llama-3.1-8b-fsdp", "gpus": 8, "pool": "hgx-h100",
+                       "params": {"sim_fail_after_s": 600}}),
+        )
+        .await;
+    let id = job["id"].as_str().unwrap().to_string();
+    carol.advance(60).await;
+
+    // In Gantry: the start, unread.
+    let mut list = Value::Null;
+    for _ in 0..50 {
+        let (_, l) = alice.get("/api/v1/notifications").await;
+        if l["unread"].as_u64() == Some(1) {
+            list = l;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(list["items"][0]["event"], "started", "{list}");
+    assert_eq!(list["items"][0]["job_id"], id.as_str());
+    assert!(
+        list["items"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("started: 8 GPUs"),
+        "{list}"
+    );
+    let (_, bobs) = bob.get("/api/v1/notifications").await;
+    assert_eq!(bobs["unread"], 0, "only the owner is told in Gantry");
+
+    // The webhook: a 500 first, then (once the receiver is fixed) a retry with the same id.
+    rx.until("a first attempt", |g| !g.is_empty()).await;
+    rx.status.store(200, std::sync::atomic::Ordering::SeqCst);
+    let got = rx
+        .until("a delivered retry", |g| g.iter().any(|r| r.answered == 200))
+        .await;
+    let started: Vec<&Received> = got.iter().filter(|r| r.event == "started").collect();
+    assert!(started.len() >= 2, "{got:?}");
+    assert!(started
+        .iter()
+        .all(|r| r.delivery == started[0].delivery && r.path == "/alice"));
+    for r in &started {
+        assert_eq!(
+            r.signature.as_deref(),
+            Some(hmac_hex(&secret, &r.body).as_str()),
+            "signed"
+        );
+    }
+    let body: Value = serde_json::from_str(&started[0].body).unwrap();
+    assert_eq!(body["event"], "started");
+    assert_eq!(body["job"]["id"], id.as_str());
+    assert_eq!(body["url"], format!("{}/jobs/{id}", app.base));
+    let (_, log) = alice
+        .get(&format!("/api/v1/webhooks/{hook_id}/deliveries"))
+        .await;
+    assert_eq!(log[0]["state"], "delivered", "{log}");
+    assert_eq!(log[0]["attempts"].as_u64(), Some(started.len() as u64));
+    assert_eq!(log[0]["last_status"], 200);
+
+    // The job fails while the receiver answers 500; Gantry restarts mid-delivery.
+    rx.status.store(500, std::sync::atomic::Ordering::SeqCst);
+    carol.advance(600).await;
+    rx.until("both failure deliveries tried", |g| {
+        g.iter()
+            .filter(|r| r.event == "failed")
+            .map(|r| &r.path)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            == 2
+    })
+    .await;
+    app.running.stop().await;
+    rx.status.store(200, std::sync::atomic::Ordering::SeqCst);
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let got = rx
+        .until("both failures delivered", |g| {
+            g.iter()
+                .filter(|r| r.event == "failed" && r.answered == 200)
+                .count()
+                == 2
+        })
+        .await;
+    // Give a doubled delivery time to show up: none may.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let failed: Vec<Received> = rx
+        .got()
+        .into_iter()
+        .filter(|r| r.event == "failed")
+        .collect();
+    for path in ["/alice", "/team"] {
+        let to: Vec<&Received> = failed.iter().filter(|r| r.path == path).collect();
+        assert_eq!(
+            to.iter().filter(|r| r.answered == 200).count(),
+            1,
+            "{path}: once: {got:?}"
+        );
+        assert!(
+            to.iter().all(|r| r.delivery == to[0].delivery),
+            "{path}: one delivery, retried"
+        );
+    }
+    let slack: Value =
+        serde_json::from_str(&failed.iter().find(|r| r.path == "/team").unwrap().body).unwrap();
+    let text = slack["text"].as_str().unwrap();
+    assert!(
+        text.contains("failed: a worker exited with code 1"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(&format!("/jobs/{id}|Open in Gantry>")),
+        "{text}"
+    );
+    assert!(failed
+        .iter()
+        .find(|r| r.path == "/team")
+        .unwrap()
+        .signature
+        .is_none());
+    let (_, l) = alice.get("/api/v1/notifications").await;
+    assert_eq!(l["unread"], 2, "started and failed: {l}");
+    let (status, l) = alice
+        .post("/api/v1/notifications/read", json!({"all": true}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(l["unread"], 0);
+    let (status, _, _) = alice
+        .send("DELETE", &format!("/api/v1/webhooks/{hook_id}"), &[], None)
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
     finish(app, db).await;
 }
 

@@ -65,6 +65,21 @@ pub struct Job {
     /// Set when the job's template version is no longer the current one (on its own page).
     #[serde(default)]
     pub version_note: Option<VersionNote>,
+    /// GPU-hours over its runs, once it has ended (on its own page).
+    #[serde(default)]
+    pub gpu_hours: Option<JobGpuHours>,
+}
+
+/// An ended job's GPU-hours: allocated, used and idle (where measured), and efficiency.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobGpuHours {
+    pub allocated: f64,
+    pub used: Option<f64>,
+    pub idle: Option<f64>,
+    /// Allocated hours whose utilization is not known (yet, or ever).
+    pub unmeasured: f64,
+    /// Used / measured, 0..=1.
+    pub efficiency: Option<f64>,
 }
 
 /// Another job, by id and name.
@@ -497,4 +512,114 @@ pub struct PoolGrid {
     pub nodes: Vec<GridNode>,
     /// Why cells show allocation only, when the metrics back end did not answer.
     pub metrics_note: Option<String>,
+}
+
+/// How a user is told of one event.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationPref {
+    /// `started`, `succeeded`, `failed`, `preempted` or `idle` (30 minutes under 5 %).
+    pub event: String,
+    /// In Gantry: the list in the top bar.
+    pub in_app: bool,
+    /// The browser's notifications (while a Gantry tab is open and allowed to show them).
+    pub browser: bool,
+    /// The user's own webhooks that carry this event.
+    pub webhook: bool,
+}
+
+/// A webhook as shown back (its address shortened: it may be the credential itself).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WebhookInfo {
+    pub id: String,
+    pub url: String,
+    /// `slack` or `generic` (JSON signed with HMAC-SHA256 in `X-Gantry-Signature`).
+    pub kind: String,
+    pub events: Vec<String>,
+    /// Set for a team's webhook.
+    pub team: Option<String>,
+    pub created_by: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The viewer's notification settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NotificationSettings {
+    pub prefs: Vec<NotificationPref>,
+    /// Their own webhooks and their teams'.
+    pub webhooks: Vec<WebhookInfo>,
+    /// Teams the viewer leads (who may set a team webhook).
+    pub lead_of: Vec<String>,
+}
+
+/// `PUT /api/v1/notifications/settings`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationPrefs {
+    pub prefs: Vec<NotificationPref>,
+}
+
+/// `POST /api/v1/webhooks`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewWebhook {
+    pub url: String,
+    /// `slack` or `generic`.
+    pub kind: String,
+    pub events: Vec<String>,
+    /// A team's webhook (its leads only; `failed` and `idle`).
+    #[serde(default)]
+    pub team: Option<String>,
+}
+
+/// A new webhook and its signing secret, shown once.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CreatedWebhook {
+    pub webhook: WebhookInfo,
+    pub secret: String,
+}
+
+/// One delivery of a webhook, as its log shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryInfo {
+    pub id: String,
+    pub event: String,
+    pub job_id: String,
+    /// `pending`, `delivered` or `failed` (given up).
+    pub state: String,
+    pub attempts: u32,
+    pub last_status: Option<u16>,
+    pub last_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub delivered_at: Option<DateTime<Utc>>,
+    /// When it is tried again, while pending.
+    pub next_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NotificationItem {
+    pub id: String,
+    pub job_id: String,
+    pub event: String,
+    pub at: DateTime<Utc>,
+    pub message: String,
+    /// Also to be shown as a browser notification.
+    pub browser: bool,
+    pub read: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NotificationList {
+    pub items: Vec<NotificationItem>,
+    pub unread: u32,
+}
+
+/// `POST /api/v1/notifications/read`: these ids, or (`all`) every one.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarkRead {
+    #[serde(default)]
+    pub ids: Vec<String>,
+    #[serde(default)]
+    pub all: bool,
 }

@@ -29,6 +29,19 @@ fn JobDetail() -> impl IntoView {
     let params = use_params_map();
     let id = move || params.read().get("id").unwrap_or_default();
     let page = Resource::new(move || (id(), live.version.get()), |(id, _)| get_job(id));
+    // Re-run lives here, not in the button: the new job's launch moves the live version,
+    // which draws the page body again; the answer must still find someone to navigate.
+    let rerun = Action::new(move |(id, current): &(String, bool)| {
+        let (id, current) = (id.clone(), *current);
+        async move { rerun_job(id, current).await }
+    });
+    let navigate = leptos_router::hooks::use_navigate();
+    Effect::new(move |_| {
+        if let Some(Ok(j)) = rerun.value().get() {
+            navigate(&format!("/jobs/{}", j.id), Default::default());
+        }
+    });
+    provide_context(RerunAction(rerun));
     view! {
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
@@ -126,6 +139,10 @@ fn JobBody(page: JobPage) -> impl IntoView {
                             }).collect_view()}
                         </dd>
                     })}
+                    {job.gpu_hours.clone().map(|h| view! {
+                        <dt>"GPU-hours"</dt>
+                        <dd data-testid="job-gpu-hours">{gpu_hours_line(&h)}</dd>
+                    })}
                     <dt>"Where it stands"</dt>
                     <dd>
                         {
@@ -179,6 +196,24 @@ fn JobBody(page: JobPage) -> impl IntoView {
             </ol>
         </section>
     }
+}
+
+/// "32.0 GPU-h allocated · 20.8 used · 11.2 idle · 65 % efficiency".
+fn gpu_hours_line(h: &crate::model::JobGpuHours) -> String {
+    let mut out = format!("{:.1} GPU-h allocated", h.allocated);
+    match (h.used, h.idle, h.efficiency) {
+        (Some(u), Some(i), Some(e)) => {
+            out.push_str(&format!(
+                " · {u:.1} used · {i:.1} idle · {:.0} % efficiency",
+                e * 100.0
+            ));
+            if h.unmeasured > 0.05 {
+                out.push_str(&format!(" ({:.1} GPU-h not measured)", h.unmeasured));
+            }
+        }
+        _ => out.push_str(" · utilization not measured yet"),
+    }
+    out
 }
 
 /// The big first line: position, ETA and reason while queued, progress while running.
@@ -421,6 +456,10 @@ fn capitalise(s: &str) -> String {
     }
 }
 
+/// The page's re-run, shared with its buttons.
+#[derive(Clone, Copy)]
+struct RerunAction(Action<(String, bool), Result<Job, ApiError>>);
+
 /// Re-run (one click and a confirmation: the same template version, parameters, GPUs, pool,
 /// priority and max runtime) and Clone (the Launch form filled with the same values). A job
 /// on an older template version says so and offers the current one; a deprecated template
@@ -429,20 +468,8 @@ fn capitalise(s: &str) -> String {
 pub fn RerunButtons(job: Job) -> impl IntoView {
     let ready = crate::components::use_ready();
     let confirming = RwSignal::new(false);
-    let error = RwSignal::new(None::<ApiError>);
-    let rerun = Action::new(move |(id, current): &(String, bool)| {
-        let (id, current) = (id.clone(), *current);
-        async move { rerun_job(id, current).await }
-    });
-    let navigate = leptos_router::hooks::use_navigate();
-    Effect::new(move |_| match rerun.value().get() {
-        Some(Ok(j)) => {
-            confirming.set(false);
-            navigate(&format!("/jobs/{}", j.id), Default::default());
-        }
-        Some(Err(e)) => error.set(Some(e)),
-        None => {}
-    });
+    let RerunAction(rerun) = expect_context::<RerunAction>();
+    let error = move || rerun.value().get().and_then(|r| r.err());
     if !job.can_rerun {
         return ().into_any();
     }
@@ -516,7 +543,7 @@ pub fn RerunButtons(job: Job) -> impl IntoView {
                 </span>
             </Show>
             <a class="button" data-testid="clone" href=clone_href>"Clone…"</a>
-            {move || error.get().map(|e| view! { <span class="field-error">{e.message}</span> })}
+            {move || error().map(|e| view! { <span class="field-error">{e.message}</span> })}
         </span>
     }
     .into_any()
@@ -664,6 +691,7 @@ fn GpuView(u: crate::model::JobUtilization, show_idle: bool) -> impl IntoView {
             None => nodes.push((g.node.clone(), vec![(g.gpu, last)])),
         }
     }
+    let columns = nodes.iter().map(|(_, c)| c.len()).max().unwrap_or(0);
     let at =
         u.to.map(|t| t.format("%H:%M UTC").to_string())
             .unwrap_or_default();
@@ -673,8 +701,20 @@ fn GpuView(u: crate::model::JobUtilization, show_idle: bool) -> impl IntoView {
     let fb = series(|m| m.fb_used_gib);
     let power = series(|m| m.power_w);
     let span = match (u.from, u.to) {
+        (Some(a), Some(b)) if (b - a).num_hours() >= 20 => {
+            format!(
+                "{} – {}",
+                a.format("%b %-d %H:%M"),
+                b.format("%b %-d %H:%M UTC")
+            )
+        }
         (Some(a), Some(b)) => format!("{} – {}", a.format("%H:%M"), b.format("%H:%M UTC")),
         _ => String::new(),
+    };
+    let sampled = if u.step_s > 60 {
+        format!(" Whole run, one sample per {}.", format::duration(u.step_s))
+    } else {
+        String::new()
     };
     view! {
         {(u.idle && show_idle).then(|| view! {
@@ -684,6 +724,10 @@ fn GpuView(u: crate::model::JobUtilization, show_idle: bool) -> impl IntoView {
             </p>
         })}
         <div class="heatmap" data-testid="gpu-heatmap" data-at=at.clone()>
+            <div class="heat-row heat-labels" aria-hidden="true">
+                <span class="heat-node">"Node"</span>
+                {(0..columns).map(|g| view! { <span class="heat-col">{format!("GPU {g}")}</span> }).collect_view()}
+            </div>
             {nodes.into_iter().map(|(node, cells)| view! {
                 <div class="heat-row">
                     <span class="heat-node">{node.clone()}</span>
@@ -692,7 +736,7 @@ fn GpuView(u: crate::model::JobUtilization, show_idle: bool) -> impl IntoView {
                     }).collect_view()}
                 </div>
             }).collect_view()}
-            <p class="muted small">{format!("Utilization (%) per GPU at {at}; red: under 5 %.")}</p>
+            <p class="muted small">{format!("Utilization (%) per GPU at {at}; red: under 5 %.{sampled}")}</p>
         </div>
         <div class="sparks">
             <Spark title="Mean utilization" unit="%" values=util max=100.0 span=span.clone()/>
@@ -726,10 +770,11 @@ fn Spark(
         .collect::<Vec<_>>()
         .join(" ");
     let last = values.last().copied().unwrap_or(0.0);
+    let label = format!("{title}, {span}, in {unit}");
     view! {
         <figure class="spark">
             <figcaption>{title} ": " <strong>{format!("{last:.0} {unit}")}</strong></figcaption>
-            <svg viewBox=format!("0 0 {w} {h}") role="img" aria-label=format!("{title} over the last two hours, in {unit}")>
+            <svg viewBox=format!("0 0 {w} {h}") role="img" aria-label=label>
                 <line x1="34" y1="8" x2="34" y2=format!("{}", h - 16.0) class="axis"/>
                 <line x1="34" y1=format!("{}", h - 16.0) x2=format!("{}", w - 6.0) y2=format!("{}", h - 16.0) class="axis"/>
                 <text x="30" y="14" text-anchor="end">{format!("{max:.0} {unit}")}</text>

@@ -127,6 +127,17 @@ pub fn LogsPanel(job: Job) -> impl IntoView {
         }))
     };
     let job_for_labels = StoredValue::new(job);
+    // Following: the view stays at the newest line (Pause holds it where it is).
+    let pane = NodeRef::<leptos::html::Div>::new();
+    Effect::new(move |_| {
+        lines.with(|v| v.len());
+        if paused.get_untracked() {
+            return;
+        }
+        if let Some(el) = pane.get() {
+            el.set_scroll_top(el.scroll_height());
+        }
+    });
     view! {
         <section class="panel logs" data-testid="logs">
             <div class="logs-head">
@@ -195,10 +206,10 @@ pub fn LogsPanel(job: Job) -> impl IntoView {
             })}
             {move || (dropped.get() > 0).then(|| view! {
                 <p class="muted small" data-testid="logs-bounded">
-                    {format!("Showing the last {} lines; {} older lines were let go to keep the page fast. Download has the whole log.", group(MAX_LINES), group(dropped.get()))}
+                    {format!("Showing the last {} lines; {} older lines were let go to keep the page fast. Download has the whole log.", crate::format::thousands(MAX_LINES as u64), crate::format::thousands(dropped.get() as u64))}
                 </p>
             })}
-            <div class="log-view" role="log" aria-live="off" data-testid="log-lines">
+            <div class="log-view" role="log" aria-live="off" data-testid="log-lines" node_ref=pane>
                 <For
                     each=move || lines.get()
                     key=|s| s.seq
@@ -236,19 +247,6 @@ pub fn LogsPanel(job: Job) -> impl IntoView {
             </div>
         </section>
     }
-}
-
-/// 12345 → "12,345".
-fn group(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// The failing rank's last lines, error lines highlighted, under the failure's reason.

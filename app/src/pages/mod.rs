@@ -7,6 +7,7 @@ pub mod jobs;
 pub mod launch;
 pub mod launch_form;
 pub mod login;
+pub mod notifications;
 pub mod pools;
 pub mod profile;
 pub mod usage;

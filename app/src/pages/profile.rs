@@ -114,6 +114,7 @@ fn Profile() -> impl IntoView {
                 })}
             </Transition>
         </section>
+        <crate::pages::notifications::NotificationSettingsPanel/>
     }
 }
 

@@ -124,6 +124,11 @@ pub struct ServerConfig {
     /// headers count from nobody; the socket's peer is the client, and the cross-site check
     /// compares with `Host` and the configured public origin.
     pub trusted_proxies: Vec<String>,
+    /// The address people reach Gantry at (`https://gantry.example.com`), for the links in
+    /// webhook messages. Unset: the origin of `auth.oidc.redirect_url`, else
+    /// `http://<server.addr>`.
+    #[serde(default)]
+    pub public_url: Option<String>,
 }
 
 impl ServerConfig {
@@ -264,6 +269,7 @@ impl Default for Config {
                 idle_timeout_s: 120.0,
                 max_streams_per_user: 32,
                 trusted_proxies: Vec::new(),
+                public_url: None,
             },
             database: DatabaseConfig {
                 url: SecretString::from("sqlite://gantry.db?mode=rwc"),

@@ -6,6 +6,7 @@ mod identity;
 mod jobs;
 mod logs;
 pub mod migrations;
+mod notify;
 mod pools;
 mod templates;
 mod usage;
@@ -14,6 +15,7 @@ use audit::insert_audit;
 pub use identity::TokenRow;
 pub use jobs::{EventRow, JobQuery, JobRow, NewJob, Transition};
 pub use logs::KeptLog;
+pub use notify::{DeliveryRow, JobEventRow, NotificationRow, WebhookRow};
 pub use pools::{pool_specs, PoolRow, QuotaRow, QuotaWrite};
 use usage::record_interval;
 

@@ -495,6 +495,31 @@ impl Db {
         .transpose()
     }
 
+    /// Every run interval of one job, oldest first: (GPUs, start, end, mean utilization).
+    #[allow(clippy::type_complexity)]
+    pub async fn job_intervals(
+        &self,
+        job_id: &str,
+    ) -> Result<Vec<(u32, DateTime<Utc>, Option<DateTime<Utc>>, Option<f64>)>> {
+        let rows = sqlx::query(
+            "SELECT gpus, start_ms, end_ms, util_mean FROM job_interval WHERE job_id = $1 ORDER BY start_ms",
+        )
+        .bind(job_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(map_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<i64, _>("gpus")? as u32,
+                    from_ms(r.try_get("start_ms")?),
+                    r.try_get::<Option<i64>, _>("end_ms")?.map(from_ms),
+                    r.try_get::<Option<f64>, _>("util_mean")?,
+                ))
+            })
+            .collect()
+    }
+
     /// Ended run intervals whose mean utilization is not stored yet, oldest first.
     pub async fn intervals_without_util(
         &self,

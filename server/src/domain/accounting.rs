@@ -200,6 +200,42 @@ pub fn pieces(
     out
 }
 
+/// One job's GPU-hours over its runs, as the usage report counts them: allocated from
+/// admission to the end of each run; used = allocated × mean utilization where measured; idle
+/// the measured rest; efficiency = used / measured. `None` where nothing is measured yet.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobHours {
+    pub allocated: f64,
+    pub used: Option<f64>,
+    pub idle: Option<f64>,
+    pub unmeasured: f64,
+    pub efficiency: Option<f64>,
+}
+
+pub fn job_hours(
+    runs: &[(u32, DateTime<Utc>, Option<DateTime<Utc>>, Option<f64>)],
+    now: DateTime<Utc>,
+) -> JobHours {
+    let (mut allocated, mut measured, mut used) = (0.0, 0.0, 0.0);
+    for (gpus, start, end, util) in runs {
+        let h = (end.unwrap_or(now) - *start).num_milliseconds().max(0) as f64 / 3_600_000.0
+            * f64::from(*gpus);
+        allocated += h;
+        if let Some(u) = util {
+            measured += h;
+            used += h * u;
+        }
+    }
+    let any = measured > 0.0;
+    JobHours {
+        allocated,
+        used: any.then_some(used),
+        idle: any.then_some(measured - used),
+        unmeasured: allocated - measured,
+        efficiency: any.then(|| used / measured),
+    }
+}
+
 /// Sums per (bucket, group) in GPU-milliseconds, before they become hours.
 #[derive(Default)]
 pub struct Accumulator {

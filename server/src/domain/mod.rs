@@ -6,6 +6,7 @@ pub mod accounting;
 pub mod audit;
 pub mod identity;
 pub mod logs;
+pub mod notify;
 pub mod quota;
 pub mod template;
 pub mod template_def;

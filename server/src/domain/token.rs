@@ -20,6 +20,16 @@ pub fn new_token() -> (String, String) {
     (token, hash)
 }
 
+/// A webhook's signing secret: 32 random bytes from the OS, `whsec_` + URL-safe base64.
+pub fn random_secret() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    format!(
+        "whsec_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    )
+}
+
 pub fn token_hash(token: &str) -> String {
     Sha256::digest(token.as_bytes())
         .iter()

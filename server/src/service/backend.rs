@@ -167,6 +167,63 @@ impl Backend for Portal {
             .map_err(ApiError::from)
     }
 
+    async fn notifications(&self, viewer: &Viewer) -> Result<NotificationList, ApiError> {
+        Portal::notifications(self, viewer)
+            .await
+            .map_err(ApiError::from)
+    }
+
+    async fn mark_notifications_read(&self, viewer: &Viewer) -> Result<NotificationList, ApiError> {
+        Portal::mark_notifications_read(self, viewer, None)
+            .await
+            .map_err(ApiError::from)
+    }
+
+    async fn notification_settings(
+        &self,
+        viewer: &Viewer,
+    ) -> Result<NotificationSettings, ApiError> {
+        Portal::notification_settings(self, viewer)
+            .await
+            .map_err(ApiError::from)
+    }
+
+    async fn save_notification_prefs(
+        &self,
+        viewer: &Viewer,
+        prefs: Vec<NotificationPref>,
+    ) -> Result<NotificationSettings, ApiError> {
+        Portal::save_notification_prefs(self, viewer, prefs)
+            .await
+            .map_err(ApiError::from)
+    }
+
+    async fn create_webhook(
+        &self,
+        viewer: &Viewer,
+        req: NewWebhook,
+    ) -> Result<CreatedWebhook, ApiError> {
+        Portal::create_webhook(self, viewer, req)
+            .await
+            .map_err(ApiError::from)
+    }
+
+    async fn delete_webhook(&self, viewer: &Viewer, id: &str) -> Result<(), ApiError> {
+        Portal::delete_webhook(self, viewer, id)
+            .await
+            .map_err(ApiError::from)
+    }
+
+    async fn webhook_deliveries(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+    ) -> Result<Vec<DeliveryInfo>, ApiError> {
+        Portal::webhook_deliveries(self, viewer, id)
+            .await
+            .map_err(ApiError::from)
+    }
+
     async fn rerun_job(
         &self,
         viewer: &Viewer,

@@ -17,9 +17,13 @@ fn empty_node(name: String, gpus: usize) -> GridNode {
     }
 }
 
+/// The most samples an ended run's charts get (its whole run, downsampled).
+const MAX_SAMPLES: i64 = 240;
+
 impl Portal {
-    /// The job's per-GPU utilization over its current or last run (at most the last two
-    /// hours, a sample a minute), the mean utilization, memory and power, and the idle flag.
+    /// The job's per-GPU utilization: a running job's last two hours, a sample a minute; an
+    /// ended job's whole last run, downsampled to at most [`MAX_SAMPLES`] samples. With the
+    /// mean utilization, memory and power, and the idle flag.
     /// Seen by whoever may see the job.
     pub async fn job_utilization(
         &self,
@@ -48,10 +52,20 @@ impl Portal {
         };
         let now = self.cluster.now();
         let to = end.unwrap_or(now).min(now);
-        // The last two hours of the run, a sample a minute, the newest one at `to` (now, for
-        // a running job), so the heatmap shows the latest readings.
+        // A running job: the last two hours, a sample a minute, the newest at now, so the
+        // heatmap shows the latest readings and the idle check has its 30 minutes. An ended
+        // run: the whole of it, downsampled to at most MAX_SAMPLES samples.
+        if end.is_some() {
+            let whole = (to - start).num_seconds().max(60);
+            let per = ((whole + MAX_SAMPLES - 1) / MAX_SAMPLES).max(60);
+            out.step_s = (per + 59) / 60 * 60;
+        }
         let step = chrono::TimeDelta::seconds(out.step_s);
-        let from = start.max(to - chrono::TimeDelta::hours(2));
+        let from = if end.is_some() {
+            start
+        } else {
+            start.max(to - chrono::TimeDelta::hours(2))
+        };
         let from = to - step * ((to - from).num_seconds() / out.step_s) as i32;
         let job = crate::domain::workload::JobGpus {
             job_id: row.id.clone(),

@@ -101,6 +101,21 @@ impl Portal {
             } else {
                 None
             };
+            let gpu_hours = if with_ahead && !r.state.is_active() && r.admitted_at.is_some() {
+                let h = crate::domain::accounting::job_hours(
+                    &self.db.job_intervals(&r.id).await?,
+                    self.cluster.now(),
+                );
+                Some(JobGpuHours {
+                    allocated: h.allocated,
+                    used: h.used,
+                    idle: h.idle,
+                    unmeasured: h.unmeasured,
+                    efficiency: h.efficiency,
+                })
+            } else {
+                None
+            };
             let clones = if with_ahead {
                 self.db
                     .clones_of(&r.id)
@@ -176,6 +191,7 @@ impl Portal {
                 can_cancel,
                 can_rerun,
                 version_note,
+                gpu_hours,
                 failure: r.failure,
                 cloned_from,
                 clones,

@@ -10,6 +10,7 @@ mod jobs;
 mod launch;
 mod live;
 mod logs;
+mod notify;
 mod quotas;
 pub mod session;
 mod templates;
@@ -64,6 +65,8 @@ pub struct Portal {
     quota_edits: tokio::sync::Mutex<()>,
     /// The sim cluster when it is the back end, for moving its manual clock.
     sim: Option<Arc<crate::cluster::sim::SimCluster>>,
+    /// Where people reach Gantry, for links in webhook messages (set once it listens).
+    public_url: std::sync::OnceLock<String>,
 }
 
 use crate::error::internal;
@@ -91,7 +94,20 @@ impl Portal {
             metrics: None,
             quota_edits: tokio::sync::Mutex::new(()),
             sim: None,
+            public_url: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Where people reach Gantry (links in webhook messages); the first setting stays.
+    pub fn set_public_url(&self, url: String) {
+        let _ = self.public_url.set(url);
+    }
+
+    pub(crate) fn public_url(&self) -> &str {
+        self.public_url
+            .get()
+            .map(String::as_str)
+            .unwrap_or("http://127.0.0.1:3000")
     }
 
     /// The database, for start-up, the workers and tests; routes go through the services

@@ -3,6 +3,7 @@
 //! ([`resender`]), the usage recorder ([`recorder`]), and the log keeper ([`keeper`]).
 
 pub mod keeper;
+pub mod notifier;
 pub mod reconciler;
 pub mod recorder;
 pub mod resender;

@@ -259,7 +259,7 @@ pub fn lines(src: &LogSource, rank: u32, now: DateTime<Utc>) -> Vec<LogLine> {
                 t,
                 format!(
                     "[rank 0] step {step:>6}/{total_steps} | loss {loss:.4} | lr {lr:.2e} | {} tokens/s | {:.2} s/step",
-                    group(tps as u64),
+                    app::format::thousands(tps as u64),
                     STEP_LINE_EVERY_S as f64 / STEPS_PER_LINE as f64 * (1.0 + 0.01 * noise(&src.job_id, step ^ 0x55))
                 ),
             );
@@ -383,19 +383,6 @@ fn ending(
         ),
         _ => {}
     }
-}
-
-/// 1234567 → "1,234,567".
-fn group(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]

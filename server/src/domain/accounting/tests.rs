@@ -440,3 +440,22 @@ fn the_chart_has_axes_units_a_legend_and_the_efficiency_line() {
     }
     assert!(svg.contains("<polyline"), "the efficiency line");
 }
+
+#[test]
+fn a_jobs_hours_count_every_run_and_measure_what_is_measured() {
+    let t = |h: i64| Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap() + Duration::hours(h);
+    // 16 GPUs for 2 h at 50 %, preempted; then 16 GPUs for 1 h, not measured yet.
+    let runs = [
+        (16, t(0), Some(t(2)), Some(0.5)),
+        (16, t(3), Some(t(4)), None),
+    ];
+    let h = job_hours(&runs, t(10));
+    assert_eq!(h.allocated, 48.0);
+    assert_eq!(h.used, Some(16.0));
+    assert_eq!(h.idle, Some(16.0));
+    assert_eq!(h.unmeasured, 16.0);
+    assert_eq!(h.efficiency, Some(0.5));
+    let none = job_hours(&[(8, t(0), None, None)], t(1));
+    assert_eq!(none.allocated, 8.0);
+    assert_eq!((none.used, none.efficiency), (None, None));
+}

@@ -7,6 +7,7 @@ mod extract;
 mod health;
 mod jobs;
 mod logs;
+mod notify;
 mod quotas;
 mod sim;
 mod templates;
@@ -20,6 +21,7 @@ pub use extract::{ApiJson, ApiPath, ApiQuery};
 use health::*;
 use jobs::*;
 use logs::*;
+use notify::*;
 use quotas::*;
 use sim::*;
 use templates::*;
@@ -77,6 +79,18 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/jobs/{id}/logs", get(job_logs))
         .route("/api/v1/jobs/{id}/rerun", post(rerun))
         .route("/api/v1/events", get(events))
+        .route("/api/v1/notifications", get(notifications))
+        .route("/api/v1/notifications/read", post(mark_read))
+        .route(
+            "/api/v1/notifications/settings",
+            get(notification_settings).put(save_notification_settings),
+        )
+        .route("/api/v1/webhooks", get(webhooks).post(create_webhook))
+        .route(
+            "/api/v1/webhooks/{id}",
+            axum::routing::delete(delete_webhook),
+        )
+        .route("/api/v1/webhooks/{id}/deliveries", get(webhook_deliveries))
         .route("/api/v1/sim/advance", post(sim_advance))
         .route("/api/v1/usage", get(usage))
         .route("/api/v1/tokens", get(list_tokens).post(create_token))
