@@ -15,6 +15,30 @@ pub fn use_ready() -> RwSignal<bool> {
     ready
 }
 
+/// Runs `fetch` in the browser whenever what it reads changes, and puts its answer in the
+/// returned signal (`None` until the first answer; always `None` on the server). A plain task,
+/// not a resource: no Suspense above waits for it, so the page shows at once and this part
+/// loads in place. An answer that lands after its part of the page is gone does nothing.
+pub fn fetched<T, F, Fut>(fetch: F) -> RwSignal<Option<T>>
+where
+    T: Send + Sync + 'static,
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = T> + 'static,
+{
+    let out = RwSignal::new(None::<T>);
+    Effect::new(move |_| {
+        let fut = fetch();
+        #[cfg(feature = "hydrate")]
+        leptos::task::spawn_local(async move {
+            let v = fut.await;
+            out.try_set(Some(v));
+        });
+        #[cfg(not(feature = "hydrate"))]
+        drop(fut);
+    });
+    out
+}
+
 /// A state as a coloured badge that also carries the word (never colour alone).
 #[component]
 pub fn StateBadge(state: JobState) -> impl IntoView {

@@ -62,7 +62,7 @@ test("a failed job shows why with its highlighted lines; Re-run and Clone land o
   await signIn(page, "alice");
   await page.goto(`/jobs/${job.id}`);
   await hydrated(page);
-  await expect(page.getByTestId("failure-detail")).toContainText("A worker ran out of memory (OOMKilled)");
+  await expect(page.getByTestId("failure-reason")).toContainText("A worker ran out of memory (OOMKilled)");
   await expect(page.getByTestId("failure-exit")).toContainText("exit code 137 (OOMKilled)");
   await expect(page.getByTestId("failure-where")).toContainText("node rank 0");
   const failing = page.getByTestId("failure-lines");

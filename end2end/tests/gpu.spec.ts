@@ -13,7 +13,8 @@ test("the job page's GPU heatmap follows the cluster clock without a reload", as
   await hydrated(page);
   await page.evaluate(() => ((window as any).__noReload = true));
   const heatmap = page.getByTestId("gpu-heatmap");
-  await expect(heatmap.locator(".heat-row")).toHaveCount(2); // 16 GPUs: 2 nodes
+  await expect(heatmap.locator(".heat-row:not(.heat-labels)")).toHaveCount(2); // 16 GPUs: 2 nodes
+  await expect(heatmap.locator(".heat-labels .heat-col")).toHaveText(["GPU 0", "GPU 1", "GPU 2", "GPU 3", "GPU 4", "GPU 5", "GPU 6", "GPU 7"]);
   await expect(heatmap.locator(".heat-cell")).toHaveCount(16);
   const before = await heatmap.getAttribute("data-at");
   const cellsBefore = await heatmap.locator(".heat-cell").evaluateAll((c) => c.map((e) => e.getAttribute("data-util")));

@@ -33,6 +33,8 @@ async function leaveWhileLoading(page: Page, target: Locator, loading: Locator, 
 }
 
 test("leaving any page while it loads, by links, never breaks the app", async ({ page, baseURL }) => {
+  // Every server function answers 600 ms late, on purpose, through some twenty page visits.
+  test.setTimeout(120_000);
   await cancelEverything(baseURL!);
   const bob = await apiAs(baseURL!, "bob");
   const carol = await apiAs(baseURL!, "carol");

@@ -283,9 +283,8 @@ fn headline(job: &Job, now: DateTime<Utc>) -> AnyView {
                 <p class="eta" data-testid="running-for">
                     {started.map(|s| format!("Running for {}", format::duration((now - s).num_seconds().max(0))))}
                     {limit.map(|l| format!(
-                        "; its max runtime ends in {} ({}).",
+                        "; its max runtime ends in {}.",
                         format::wait_until(now, l),
-                        format::absolute(l)
                     ))}
                 </p>
             }
@@ -361,8 +360,6 @@ fn failure(job: &Job) -> AnyView {
         .join(", ");
         view! {
             <dl class="kv failure-detail" data-testid="failure-detail">
-                <dt>"What happened"</dt>
-                <dd><strong>{f.summary.clone()}</strong></dd>
                 <dt>"Exit"</dt>
                 <dd data-testid="failure-exit">{exit}": "{f.meaning.clone()}</dd>
                 <dt>"Failed first"</dt>

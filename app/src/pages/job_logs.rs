@@ -12,6 +12,7 @@ use crate::model::{is_error_line, Job, JobFailure, LogLine, GPUS_PER_NODE};
 /// Lines the browser keeps; the oldest go first.
 pub const MAX_LINES: usize = 5_000;
 /// Lines read when the view opens.
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 const FIRST_READ: usize = 500;
 
 /// `text` split around case-insensitive matches of `q`: (piece, is it a match).
@@ -88,16 +89,39 @@ pub fn LogsPanel(job: Job) -> impl IntoView {
             }
         });
     };
-    // Read in the browser only: a log is no part of the first paint.
-    let first = LocalResource::new(move || get_job_logs(id.get_value(), rank.get(), FIRST_READ));
-    // A fresh start whenever the rank changes.
+    // The first read of the chosen rank, in the browser only and as a plain task, not a
+    // resource: no Suspense above waits for a log (the page shows at once; its GPU panel
+    // and logs each load in place), and the server renders "Loading logs…".
+    let first = RwSignal::new(None::<Result<crate::model::JobLogs, crate::error::ApiError>>);
     Effect::new(move |_| {
-        if let Some(Ok(l)) = first.get() {
+        let r = rank.get();
+        first.set(None);
+        #[cfg(feature = "hydrate")]
+        {
+            let id = id.get_value();
+            leptos::task::spawn_local(async move {
+                let res = get_job_logs(id, r, FIRST_READ).await;
+                // The panel may be gone, or another rank chosen meanwhile: then nothing.
+                if rank.try_get_untracked() == Some(r) {
+                    first.try_set(Some(res));
+                }
+            });
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = (r, id);
+    });
+    let note = RwSignal::new(None::<Result<Option<String>, crate::error::ApiError>>);
+    // A fresh start whenever the rank changes.
+    Effect::new(move |_| match first.get() {
+        Some(Ok(l)) => {
             lines.set(Vec::new());
             held.set(Vec::new());
             dropped.set(0);
+            note.set(Some(Ok(l.message.clone())));
             push(l.lines);
         }
+        Some(Err(e)) => note.set(Some(Err(e))),
+        None => {}
     });
     #[cfg(feature = "hydrate")]
     follow(id, rank, active, first, paused, held, stream_ended, push);
@@ -200,10 +224,11 @@ pub fn LogsPanel(job: Job) -> impl IntoView {
                     </a>
                 </span>
             </div>
-            {move || first.get().and_then(|r| match r {
-                Ok(l) => l.message.map(|m| view! { <p class="muted small" data-testid="logs-message">{m}</p> }.into_any()),
-                Err(e) => Some(view! { <ErrorBox err=e/> }.into_any()),
-            })}
+            {move || match note.get() {
+                None => Some(view! { <p class="muted small">"Loading logs…"</p> }.into_any()),
+                Some(Ok(m)) => m.map(|m| view! { <p class="muted small" data-testid="logs-message">{m}</p> }.into_any()),
+                Some(Err(e)) => Some(view! { <ErrorBox err=e/> }.into_any()),
+            }}
             {move || (dropped.get() > 0).then(|| view! {
                 <p class="muted small" data-testid="logs-bounded">
                     {format!("Showing the last {} lines; {} older lines were let go to keep the page fast. Download has the whole log.", crate::format::thousands(MAX_LINES as u64), crate::format::thousands(dropped.get() as u64))}
@@ -241,7 +266,7 @@ pub fn LogsPanel(job: Job) -> impl IntoView {
                         }
                     }
                 />
-                {move || (lines.with(Vec::is_empty) && first.get().is_some()).then(|| view! {
+                {move || (lines.with(Vec::is_empty) && matches!(note.get(), Some(Ok(None)))).then(|| view! {
                     <p class="muted">"No lines yet."</p>
                 })}
             </div>
@@ -253,7 +278,7 @@ pub fn LogsPanel(job: Job) -> impl IntoView {
 #[component]
 pub fn FailureLines(job_id: String, failure: JobFailure) -> impl IntoView {
     let rank = failure.rank;
-    let lines = Resource::new(|| (), move |_| get_job_logs(job_id.clone(), rank, 30));
+    let lines = Resource::new(|| (), move |_| get_job_logs(job_id.clone(), rank, 16));
     view! {
         <Suspense fallback=|| view! { <p class="muted">"Reading the failing rank's last lines…"</p> }>
             {move || Suspend::new(async move {
@@ -281,7 +306,7 @@ fn follow(
     id: StoredValue<String>,
     rank: RwSignal<Option<u32>>,
     active: bool,
-    first: LocalResource<Result<crate::model::JobLogs, crate::error::ApiError>>,
+    first: RwSignal<Option<Result<crate::model::JobLogs, crate::error::ApiError>>>,
     paused: RwSignal<bool>,
     held: RwSignal<Vec<LogLine>>,
     stream_ended: RwSignal<bool>,

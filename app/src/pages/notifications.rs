@@ -9,8 +9,8 @@ use leptos::prelude::*;
 use crate::components::ErrorBox;
 use crate::format::absolute;
 use crate::functions::{
-    create_webhook, delete_webhook, get_notification_settings, get_notifications,
-    get_webhook_deliveries, mark_all_notifications_read, save_notification_prefs,
+    create_webhook, delete_webhook, get_notification_settings, get_webhook_deliveries,
+    mark_all_notifications_read, save_notification_prefs,
 };
 use crate::live::use_live;
 use crate::model::{NewWebhook, NotificationPref, WebhookInfo};
@@ -36,12 +36,20 @@ pub fn NotificationBell() -> impl IntoView {
     let live = use_live();
     let open = RwSignal::new(false);
     let bump = RwSignal::new(0u32);
-    // Read in the browser: the list changes with every live event.
-    let list = LocalResource::new(move || {
+    // Read in the browser, again on every live event, as a plain task (not a resource, so
+    // the top bar's Suspense never waits for it; the server renders no count).
+    let list =
+        RwSignal::new(None::<Result<crate::model::NotificationList, crate::error::ApiError>>);
+    Effect::new(move |_| {
         live.version.get();
         bump.get();
-        get_notifications()
+        #[cfg(feature = "hydrate")]
+        leptos::task::spawn_local(async move {
+            let res = crate::functions::get_notifications().await;
+            list.try_set(Some(res));
+        });
     });
+    let read = move || list.get();
     let mark = Action::new(move |_: &()| async move { mark_all_notifications_read().await });
     Effect::new(move |_| {
         if mark.value().get().is_some() {
@@ -88,7 +96,9 @@ pub fn NotificationBell() -> impl IntoView {
                 aria-label=move || format!("Notifications, {} unread", unread())
                 on:click=move |_| open.update(|o| *o = !*o)
             >
-                <span aria-hidden="true">"🔔"</span>
+                <svg class="bell-icon" viewBox="0 0 24 24" width="20" height="20" aria-hidden="true">
+                    <path d="M12 22a2.5 2.5 0 0 0 2.45-2h-4.9A2.5 2.5 0 0 0 12 22zm7-6V11a7 7 0 0 0-5.5-6.84V3.5a1.5 1.5 0 0 0-3 0v.66A7 7 0 0 0 5 11v5l-2 2v1h18v-1z" fill="currentColor"/>
+                </svg>
                 {move || (unread() > 0).then(|| view! { <span class="bell-count" data-testid="bell-count">{unread()}</span> })}
             </button>
             <Show when=move || open.get()>
@@ -99,7 +109,7 @@ pub fn NotificationBell() -> impl IntoView {
                             "Mark all read"
                         </button>
                     </div>
-                    {move || match list.get() {
+                    {move || match read() {
                         None => view! { <p class="muted">"Loading…"</p> }.into_any(),
                         Some(Err(e)) => view! { <ErrorBox err=e/> }.into_any(),
                         Some(Ok(l)) if l.items.is_empty() => view! {
@@ -160,7 +170,7 @@ fn browser_permission() -> String {
 #[component]
 pub fn NotificationSettingsPanel() -> impl IntoView {
     let changed = RwSignal::new(0u32);
-    let settings = LocalResource::new(move || {
+    let settings = crate::components::fetched(move || {
         changed.get();
         get_notification_settings()
     });
@@ -179,9 +189,12 @@ pub fn NotificationSettingsPanel() -> impl IntoView {
     }
 }
 
+/// An event and its three channels (in Gantry, browser, webhooks), as the form edits them.
+type PrefRow = (String, RwSignal<bool>, RwSignal<bool>, RwSignal<bool>);
+
 #[component]
 fn Prefs(prefs: Vec<NotificationPref>) -> impl IntoView {
-    let rows: Vec<(String, RwSignal<bool>, RwSignal<bool>, RwSignal<bool>)> = prefs
+    let rows: Vec<PrefRow> = prefs
         .iter()
         .map(|p| {
             (
@@ -294,13 +307,13 @@ fn Webhooks(
             <code>"X-Gantry-Signature: sha256=…"</code> ", with " <code>"X-Gantry-Delivery"</code>
             " (the same on every retry: use it to drop a repeat). Failed deliveries are retried with backoff, up to 8 times."
         </p>
-        {(!has_hooks).then(|| view! { <p class="muted" data-testid="no-webhooks">"No webhooks yet."</p> })}
+        {move || (!has_hooks && create.value().get().is_none()).then(|| view! { <p class="muted" data-testid="no-webhooks">"No webhooks yet."</p> })}
         <ul class="hooks">
             {hooks.into_iter().map(|h| {
                 let id = h.id.clone();
                 let open = RwSignal::new(false);
                 let hid = StoredValue::new(h.id.clone());
-                let log = LocalResource::new(move || {
+                let log = crate::components::fetched(move || {
                     let _ = open.get();
                     get_webhook_deliveries(hid.get_value())
                 });

@@ -496,11 +496,7 @@ impl Db {
     }
 
     /// Every run interval of one job, oldest first: (GPUs, start, end, mean utilization).
-    #[allow(clippy::type_complexity)]
-    pub async fn job_intervals(
-        &self,
-        job_id: &str,
-    ) -> Result<Vec<(u32, DateTime<Utc>, Option<DateTime<Utc>>, Option<f64>)>> {
+    pub async fn job_intervals(&self, job_id: &str) -> Result<Vec<crate::domain::accounting::Run>> {
         let rows = sqlx::query(
             "SELECT gpus, start_ms, end_ms, util_mean FROM job_interval WHERE job_id = $1 ORDER BY start_ms",
         )

@@ -212,10 +212,10 @@ pub struct JobHours {
     pub efficiency: Option<f64>,
 }
 
-pub fn job_hours(
-    runs: &[(u32, DateTime<Utc>, Option<DateTime<Utc>>, Option<f64>)],
-    now: DateTime<Utc>,
-) -> JobHours {
+/// One run of a job: GPUs, start, end (`None`: still running), mean utilization 0..=1.
+pub type Run = (u32, DateTime<Utc>, Option<DateTime<Utc>>, Option<f64>);
+
+pub fn job_hours(runs: &[Run], now: DateTime<Utc>) -> JobHours {
     let (mut allocated, mut measured, mut used) = (0.0, 0.0, 0.0);
     for (gpus, start, end, util) in runs {
         let h = (end.unwrap_or(now) - *start).num_milliseconds().max(0) as f64 / 3_600_000.0

@@ -238,7 +238,8 @@ pub fn lines(src: &LogSource, rank: u32, now: DateTime<Utc>) -> Vec<LogLine> {
     while t <= stop {
         i += 1;
         t += Duration::seconds(STEP_LINE_EVERY_S);
-        if t > stop {
+        // Nothing trains at or after the end: the ending's own lines are the last.
+        if t > stop || end.is_some_and(|e| t >= e) {
             break;
         }
         let step = i * STEPS_PER_LINE;
@@ -296,6 +297,8 @@ pub fn lines(src: &LogSource, rank: u32, now: DateTime<Utc>) -> Vec<LogLine> {
             ending(src, rank, end, state, &mut push);
         }
     }
+    // In time order (a checkpoint's last line may fall after the next step's).
+    out.sort_by_key(|l| l.at);
     out
 }
 
@@ -481,6 +484,17 @@ mod tests {
         );
         assert!(tail.iter().any(|t| t.contains("exitcode: 137")), "{tail:?}");
         assert!(bad.iter().all(|l| l.at <= at(1_260)));
+        assert_eq!(
+            bad.last().unwrap().text,
+            "Killed",
+            "the ending is the last line"
+        );
+        let zero = lines(&s, 0, at(1_300));
+        assert!(
+            zero.last().unwrap().text.contains("SIGTERM"),
+            "{:?}",
+            zero.last()
+        );
         let other = lines(&s, 0, at(1_300));
         assert!(other.iter().any(|l| l.text.contains("NCCL WARN")));
         let f = failure(&s).unwrap();
