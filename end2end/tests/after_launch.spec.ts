@@ -140,3 +140,40 @@ test("a notification appears in the top bar when a job starts, and settings save
   await alice.dispose();
   await carol.dispose();
 });
+
+test("with the browser channel on, a job's start shows as a browser notification", async ({ page, baseURL }) => {
+  await cancelEverything(baseURL!);
+  const alice = await apiAs(baseURL!, "alice");
+  const carol = await apiAs(baseURL!, "carol");
+  const settings = await (await alice.get("/api/v1/notifications/settings")).json();
+  const prefs = settings.prefs.map((p: { event: string }) => (p.event === "started" ? { ...p, in_app: true, browser: true } : p));
+  expect((await alice.put("/api/v1/notifications/settings", { data: { prefs } })).ok()).toBeTruthy();
+  // The page's Notification, recorded: headless Chromium shows none, so the test reads
+  // what the app asked the browser to show.
+  await page.addInitScript(() => {
+    const shown: string[] = [];
+    (window as any).__shown = shown;
+    class FakeNotification {
+      static permission = "granted";
+      static requestPermission() {
+        return Promise.resolve("granted");
+      }
+      constructor(title: string) {
+        shown.push(title);
+      }
+    }
+    (window as any).Notification = FakeNotification;
+  });
+  await signIn(page, "alice");
+  await page.goto("/jobs");
+  await hydrated(page);
+  const job = await launch(alice, { template: "mistral-7b-sft", gpus: 8, pool: "hgx-h100", name: "e2e-browser-note" });
+  expect((await carol.post("/api/v1/sim/advance", { data: { seconds: 60 } })).ok()).toBeTruthy();
+  await expect
+    .poll(async () => page.evaluate(() => (window as any).__shown as string[]), { timeout: 15_000 })
+    .toContain("Gantry: Job e2e-browser-note started: 8 GPUs (1 node) in hgx-h100");
+  expect(job.id).toBeTruthy();
+  await alice.put("/api/v1/notifications/settings", { data: { prefs: settings.prefs } });
+  await alice.dispose();
+  await carol.dispose();
+});
