@@ -326,22 +326,22 @@ impl Db {
 
     /// A user's own webhooks and those of the given teams.
     pub async fn webhooks_of(&self, user: &str, teams: &[String]) -> Result<Vec<WebhookRow>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {WEBHOOK_COLUMNS} FROM webhook ORDER BY created_at, webhook_id"
-        ))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(map_err)?;
-        Ok(rows
-            .iter()
-            .map(webhook_from)
-            .collect::<Result<Vec<_>>>()?
-            .into_iter()
-            .filter(|w| {
-                w.user.as_deref() == Some(user)
-                    || w.team.as_ref().is_some_and(|t| teams.contains(t))
-            })
-            .collect())
+        // The user's own, and those of their teams (placeholders $2.. for the teams).
+        let marks: Vec<String> = (0..teams.len()).map(|i| format!("${}", i + 2)).collect();
+        let team_clause = if marks.is_empty() {
+            String::new()
+        } else {
+            format!(" OR team_id IN ({})", marks.join(", "))
+        };
+        let sql = format!(
+            "SELECT {WEBHOOK_COLUMNS} FROM webhook WHERE user_id = $1{team_clause} ORDER BY created_at, webhook_id"
+        );
+        let mut q = sqlx::query(&sql).bind(user);
+        for t in teams {
+            q = q.bind(t);
+        }
+        let rows = q.fetch_all(&self.pool).await.map_err(map_err)?;
+        rows.iter().map(webhook_from).collect()
     }
 
     pub async fn get_webhook(&self, id: &str) -> Result<WebhookRow> {
