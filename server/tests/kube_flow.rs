@@ -83,6 +83,48 @@ async fn until(
     }
 }
 
+/// The items of a server-sent event stream as they come: `data` lines, and `event NAME`.
+fn sse_items(mut res: reqwest::Response) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut buf = String::new();
+        while let Ok(Some(chunk)) = res.chunk().await {
+            buf.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(i) = buf.find("\n\n") {
+                let event: String = buf.drain(..i + 2).collect();
+                for line in event.lines() {
+                    let item = if let Some(d) = line.strip_prefix("data:") {
+                        d.trim().to_string()
+                    } else if let Some(e) = line.strip_prefix("event:") {
+                        format!("event {}", e.trim())
+                    } else {
+                        continue;
+                    };
+                    if tx.send(item).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// The next `n` items of a stream from [`sse_items`], each within 10 s.
+async fn next_items(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    n: usize,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    while out.len() < n {
+        match tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
+            Ok(Some(i)) => out.push(i),
+            other => panic!("the stream gave {out:?}, then {other:?}"),
+        }
+    }
+    out
+}
+
 fn llama(gpus: u32) -> Value {
     json!({"template": "llama-3.1-8b-fsdp", "gpus": gpus, "pool": "hgx-h100"})
 }
@@ -373,6 +415,77 @@ async fn logs_and_the_failure_come_from_the_pods_and_outlive_them() {
         "{asked:?}"
     );
 
+    // Followed: one `pods/log?follow=true` stream held per pod, and a line the kubelet
+    // writes arrives without Gantry reading the logs again.
+    let res = alice
+        .get(format!(
+            "{}/api/v1/jobs/{id}/logs?rank=all&follow=true",
+            g.base
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    let mut follower = sse_items(res);
+    let first = next_items(&mut follower, 5).await;
+    let texts = |items: &[String]| -> Vec<String> {
+        items
+            .iter()
+            .filter_map(|i| serde_json::from_str::<Value>(i).ok())
+            .map(|l| format!("{} {}", l["rank"], l["text"].as_str().unwrap()))
+            .collect()
+    };
+    assert_eq!(
+        texts(&first),
+        [
+            "0 rank 0 starting",
+            "1 rank 1 starting",
+            "0 step 10 | loss 2.5",
+            "1 NCCL INFO Init COMPLETE",
+            "0 step 20 | loss 2.1"
+        ]
+    );
+    let log_reads = || {
+        api.requests()
+            .iter()
+            .filter(|r| r.starts_with("GET ") && r.ends_with("/log"))
+            .count()
+    };
+    let held =
+        |pod: u32| format!("FOLLOW /api/v1/namespaces/team-nlp/pods/{name}-node-{pod}-0/log");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !(api.requests().contains(&held(0)) && api.requests().contains(&held(1))) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no held follow: {:?}",
+            api.requests()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let reads_before = log_reads();
+    api.write_log(
+        "team-nlp",
+        &format!("{name}-node-0-0"),
+        at(6),
+        "step 30 | loss 1.9",
+    );
+    api.write_log(
+        "team-nlp",
+        &format!("{name}-node-1-0"),
+        at(6),
+        "rank 1 step 30",
+    );
+    let live = next_items(&mut follower, 2).await;
+    let mut live = texts(&live);
+    live.sort();
+    assert_eq!(live, ["0 step 30 | loss 1.9", "1 rank 1 step 30"]);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        log_reads(),
+        reads_before,
+        "while the streams are held, the logs are not read again"
+    );
+
     // Rank 1 is OOMKilled first, rank 0 then exits 143; the JobSet fails.
     api.add_pod(
         "team-nlp",
@@ -401,6 +514,21 @@ async fn logs_and_the_failure_come_from_the_pods_and_outlive_them() {
         j["state"] == "failed" && !j["failure"].is_null()
     })
     .await;
+    // The pods' containers ended their followed logs; the lines written last are read once
+    // more, then the stream ends with the job.
+    let mut rest = Vec::new();
+    while !rest.iter().any(|i: &String| i == "event end") {
+        rest.extend(next_items(&mut follower, 1).await);
+    }
+    let rest_texts = texts(&rest);
+    assert_eq!(
+        rest_texts,
+        [
+            "1 torch.OutOfMemoryError: CUDA out of memory.",
+            "0 received SIGTERM"
+        ],
+        "{rest:?}"
+    );
     let f = &j["failure"];
     assert_eq!(f["reason"], "OOMKilled", "{f}");
     assert_eq!(f["exit_code"], 137);

@@ -165,6 +165,17 @@ pub trait Cluster: Send + Sync + 'static {
     /// What the job's pods printed, selected by `q`, in time order; `None` when the job has no
     /// pods (it never ran, or the cluster deleted them after it ended).
     async fn logs(&self, src: &LogSource, q: &LogQuery) -> Result<Option<Vec<LogLine>>>;
+    /// The job's new log lines as they are written, from a stream the back end holds open
+    /// (kube: `pods/log?follow=true` per pod); the channel closes when the pods' containers
+    /// end. `None` where the back end has no such stream or the job has no pods yet: the
+    /// caller reads [`Cluster::logs`] again instead (the sim, whose lines follow its clock).
+    async fn follow_logs(
+        &self,
+        _src: &LogSource,
+        _q: &LogQuery,
+    ) -> Result<Option<mpsc::Receiver<LogLine>>> {
+        Ok(None)
+    }
     /// Why a failed job failed, from its pods (the first that failed); `None` when the pods
     /// are gone or none failed.
     async fn failure(&self, src: &LogSource) -> Result<Option<JobFailure>>;

@@ -110,6 +110,28 @@ impl Portal {
         })
     }
 
+    /// The job's new log lines from a stream the cluster holds open (kube), with the
+    /// permissions of [`Portal::job_logs`]; `None` when the cluster has none for it (the sim,
+    /// a job with no pods, a cluster that did not answer): the caller reads again instead.
+    pub async fn follow_job_logs(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        q: LogQuery,
+    ) -> Result<Option<tokio::sync::mpsc::Receiver<app::model::domain::LogLine>>, Error> {
+        let row = self.visible_row(viewer, id).await?;
+        if row.admitted_at.is_none() || !row.state.is_active() {
+            return Ok(None);
+        }
+        match self.cluster.follow_logs(&log_source(&row), &q).await {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                tracing::warn!(job.id = %id, error = %e, "could not follow the job's logs; reading them again instead");
+                Ok(None)
+            }
+        }
+    }
+
     /// Keeps the last part of an ended job's logs, and its failure, in the database, once.
     /// Returns whether it is kept now; `Ok(false)` when the cluster could not be read (the
     /// keeper tries again).

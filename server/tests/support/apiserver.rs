@@ -38,9 +38,14 @@ struct Store {
     pod_logs: BTreeMap<String, Vec<(DateTime<Utc>, String)>>,
 }
 
+/// A line written to a pod's log ("namespace/pod", the line), or `None` when the pod's
+/// container ended (a followed log ends).
+type LogWrite = (String, Option<(DateTime<Utc>, String)>);
+
 pub struct ApiServer {
     store: Mutex<Store>,
     events: broadcast::Sender<(u64, String, &'static str, Value)>,
+    log_writes: broadcast::Sender<LogWrite>,
     pub addr: SocketAddr,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -96,6 +101,7 @@ impl ApiServer {
         let me = Arc::new(ApiServer {
             store: Mutex::new(Store::default()),
             events,
+            log_writes: broadcast::channel(4096).0,
             addr,
             task: Mutex::new(None),
         });
@@ -322,7 +328,7 @@ fn param(query: &str, name: &str) -> Option<String> {
 }
 
 fn core_pods(me: &ApiServer, ns: &str, rest: &[&str], query: &str) -> Response {
-    let s = me.store.lock().unwrap();
+    let mut s = me.store.lock().unwrap();
     match rest {
         [] => {
             // `labelSelector=k=v[,k=v]`: equality only, as Gantry asks.
@@ -374,6 +380,53 @@ fn core_pods(me: &ApiServer, ns: &str, rest: &[&str], query: &str) -> Response {
                 let cut = out.len().saturating_sub(n);
                 out.drain(..cut);
             }
+            // `follow=true`: the lines so far, then each line as it is written, until the
+            // container ends (the kubelet holds the response open the same way).
+            let running = s.objects.get(&key("pods", ns, name)).is_some_and(|p| {
+                !matches!(p["status"]["phase"].as_str(), Some("Failed" | "Succeeded"))
+            });
+            if running && param(query, "follow").as_deref() == Some("true") {
+                let pod_key = format!("{ns}/{name}");
+                s.requests
+                    .push(format!("FOLLOW /api/v1/namespaces/{ns}/pods/{name}/log"));
+                let writes = me.log_writes.subscribe();
+                drop(s);
+                let past = futures::stream::iter(
+                    out.into_iter()
+                        .map(|l| Ok::<_, std::io::Error>(Bytes::from(format!("{l}\n")))),
+                );
+                let later = futures::stream::unfold(
+                    (writes, pod_key, stamps),
+                    |(mut writes, pod_key, stamps)| async move {
+                        loop {
+                            match writes.recv().await {
+                                Ok((k, Some((at, text)))) if k == pod_key => {
+                                    let line = if stamps {
+                                        format!(
+                                            "{} {text}\n",
+                                            at.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+                                        )
+                                    } else {
+                                        format!("{text}\n")
+                                    };
+                                    return Some((
+                                        Ok(Bytes::from(line)),
+                                        (writes, pod_key, stamps),
+                                    ));
+                                }
+                                Ok((k, None)) if k == pod_key || k.is_empty() => return None,
+                                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                                Err(broadcast::error::RecvError::Closed) => return None,
+                            }
+                        }
+                    },
+                );
+                return Response::builder()
+                    .status(StatusCode::OK)
+                    .header("content-type", "text/plain")
+                    .body(Body::from_stream(futures::StreamExt::chain(past, later)))
+                    .unwrap();
+            }
             let mut body = out.join("\n");
             if !body.is_empty() {
                 body.push('\n');
@@ -393,8 +446,24 @@ impl ApiServer {
     pub fn add_pod(&self, ns: &str, pod: Value, lines: Vec<(DateTime<Utc>, String)>) {
         let name = pod["metadata"]["name"].as_str().unwrap().to_string();
         let mut s = self.store.lock().unwrap();
+        let ended = pod["status"]["phase"] == "Failed" || pod["status"]["phase"] == "Succeeded";
         s.objects.insert(key("pods", ns, &name), pod);
         s.pod_logs.insert(format!("{ns}/{name}"), lines);
+        if ended {
+            // Its container ended: a followed log of it ends.
+            let _ = self.log_writes.send((format!("{ns}/{name}"), None));
+        }
+    }
+
+    /// A pod's container writes a line: read logs show it, followed logs get it now.
+    pub fn write_log(&self, ns: &str, pod: &str, at: DateTime<Utc>, text: &str) {
+        let k = format!("{ns}/{pod}");
+        let mut s = self.store.lock().unwrap();
+        s.pod_logs
+            .entry(k.clone())
+            .or_default()
+            .push((at, text.to_string()));
+        let _ = self.log_writes.send((k, Some((at, text.to_string()))));
     }
 
     /// Deletes every pod (as a JobSet's TTL after it finished would).
@@ -402,6 +471,7 @@ impl ApiServer {
         let mut s = self.store.lock().unwrap();
         s.objects.retain(|k, _| !k.starts_with("pods/"));
         s.pod_logs.clear();
+        let _ = self.log_writes.send((String::new(), None));
     }
 
     /// Sets a job object's status (its `Failed` condition, say).

@@ -510,6 +510,14 @@ impl Cluster for KubeCluster {
         self.read_logs(src, q).await
     }
 
+    async fn follow_logs(
+        &self,
+        src: &super::LogSource,
+        q: &super::LogQuery,
+    ) -> Result<Option<tokio::sync::mpsc::Receiver<app::model::domain::LogLine>>> {
+        self.follow_pod_logs(src, q).await
+    }
+
     async fn failure(
         &self,
         src: &super::LogSource,

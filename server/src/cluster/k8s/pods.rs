@@ -1,5 +1,5 @@
 //! A job's pods: their logs (the `pods/log` subresource, with `tailLines`, `sinceSeconds` and
-//! `timestamps`) and why the first one failed (`containerStatuses`, pod `reason`).
+//! `timestamps`, read once or held open with `follow`) and why the first one failed (`containerStatuses`, pod `reason`).
 //!
 //! The pods of a job are those of its JobSet, found by the label the JobSet controller puts
 //! on every pod, `jobset.sigs.k8s.io/jobset-name`; a Kubeflow TrainJob runs as a JobSet of
@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, LogParams};
 use serde_json::Value;
+use tokio::sync::mpsc;
 
 use super::{objects, KubeCluster};
 use crate::cluster::{LogQuery, LogSource, Result};
@@ -22,6 +23,8 @@ pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 /// The trainer container: `trainer` in Gantry's JobSets, `node` in Kubeflow Trainer's torch
 /// runtimes; otherwise the pod's first container.
 const CONTAINERS: [&str; 2] = ["trainer", "node"];
+/// Lines a followed log holds for a reader that is behind.
+const FOLLOW_BUFFER: usize = 1_024;
 
 /// A pod of the job as read from the API server.
 #[derive(Clone, Debug)]
@@ -226,6 +229,71 @@ impl KubeCluster {
             );
         }
         Ok(Some(select(interleave(per_rank), q)))
+    }
+
+    /// Holds a `pods/log?follow=true` stream open per selected pod and sends each line as
+    /// the kubelet writes it (lines of several ranks in the order they arrive). `None` when
+    /// the job has no pods; the channel closes when every pod's container has ended.
+    pub(super) async fn follow_pod_logs(
+        &self,
+        src: &LogSource,
+        q: &LogQuery,
+    ) -> Result<Option<mpsc::Receiver<LogLine>>> {
+        let pods: Vec<JobPod> = self
+            .job_pods(src)
+            .await?
+            .into_iter()
+            .filter(|p| q.ranks.includes(p.rank))
+            .collect();
+        if pods.is_empty() {
+            return Ok(None);
+        }
+        let ns = objects::namespace(&self.settings, &src.team);
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let (tx, rx) = mpsc::channel(FOLLOW_BUFFER);
+        for p in pods {
+            let lp = LogParams {
+                container: p.container.clone(),
+                follow: true,
+                timestamps: true,
+                tail_lines: q.tail.map(|t| t as i64),
+                since_seconds: q.since.map(|s| (Utc::now() - s).num_seconds().max(0) + 1),
+                ..Default::default()
+            };
+            // Opening is bounded by the call timeout; the stream itself is held.
+            let what = format!("follow the log of pod {}", p.name);
+            let reader = match self.call(&what, api.log_stream(&p.name, &lp)).await {
+                Ok(r) => r,
+                // A pod still being created has no log yet.
+                Err(crate::cluster::ClusterError::Unavailable(m)) if m.contains("(400)") => {
+                    continue
+                }
+                Err(e) => return Err(e),
+            };
+            let (tx, since, rank) = (tx.clone(), q.since, p.rank);
+            tokio::spawn(async move {
+                use futures::{AsyncBufReadExt, StreamExt};
+                let mut lines = reader.lines();
+                loop {
+                    let next = tokio::select! {
+                        l = lines.next() => l,
+                        _ = tx.closed() => return,
+                    };
+                    let Some(Ok(text)) = next else { return };
+                    let Some(line) = parse_line(rank, &text) else {
+                        continue;
+                    };
+                    // `sinceSeconds` is whole seconds: the exact cut is made here.
+                    if since.is_some_and(|s| line.at <= s) {
+                        continue;
+                    }
+                    if tx.send(line).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        Ok(Some(rx))
     }
 
     pub(super) async fn read_failure(&self, src: &LogSource) -> Result<Option<JobFailure>> {

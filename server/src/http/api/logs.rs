@@ -78,7 +78,9 @@ fn header_text(s: &str) -> http::HeaderValue {
 ///   lines as JSON with where they came from;
 /// - `download=true`: the whole log (up to 50,000 lines) as an attachment;
 /// - `follow=true`: server-sent events, one `data:` JSON line per log line as they come,
-///   then an `end` event when the job has ended and its last lines were sent.
+///   then an `end` event when the job has ended and its last lines were sent. On kube the
+///   lines come from `pods/log?follow=true` streams held open per pod; on the sim the log is
+///   read again every second (its lines follow the sim clock).
 pub(super) async fn job_logs(
     State(state): State<AppState>,
     held: crate::http::auth::Held,
@@ -135,8 +137,44 @@ pub(super) async fn job_logs(
     Ok(res)
 }
 
-/// How often a followed log is read again.
+/// How often a followed log is read again where the cluster holds no stream (the sim), and
+/// how long to wait before opening the cluster's stream again after it closed.
 const FOLLOW_EVERY: Duration = Duration::from_secs(1);
+
+/// The lines a follower has sent, per rank: the stamp of the last one and the lines sent with
+/// exactly that stamp. A read again starts just before it, so a line stamped alike that came
+/// later is not lost, and none is sent twice.
+#[derive(Default)]
+struct Sent(std::collections::HashMap<u32, (DateTime<Utc>, Vec<String>)>);
+
+impl Sent {
+    /// Whether `l` is new, noting it as sent if so.
+    fn fresh(&mut self, l: &app::model::domain::LogLine) -> bool {
+        match self.0.get_mut(&l.rank) {
+            Some((at, _)) if l.at < *at => false,
+            Some((at, texts)) if l.at == *at => {
+                if texts.contains(&l.text) {
+                    false
+                } else {
+                    texts.push(l.text.clone());
+                    true
+                }
+            }
+            _ => {
+                self.0.insert(l.rank, (l.at, vec![l.text.clone()]));
+                true
+            }
+        }
+    }
+
+    /// Where a read again starts: just before the latest line sent (the sim writes every
+    /// rank's lines on one clock) or, for a stream held per pod, before the earliest rank's.
+    fn since(&self, earliest: bool) -> Option<DateTime<Utc>> {
+        let stamps = self.0.values().map(|(at, _)| *at);
+        let at = if earliest { stamps.min() } else { stamps.max() };
+        at.map(|a| a - chrono::Duration::nanoseconds(1))
+    }
+}
 
 async fn follow(
     state: AppState,
@@ -162,67 +200,82 @@ async fn follow(
     tokio::spawn(async move {
         let _slot = slot;
         let portal = state.portal.clone();
+        let send = |l: &app::model::domain::LogLine| {
+            Event::default().data(serde_json::to_string(l).unwrap_or_default())
+        };
+        let end = |reason: &str| {
+            Event::default()
+                .event("end")
+                .data(format!(r#"{{"reason":"{reason}"}}"#))
+        };
         let mut query = first;
-        // The stamp of the last line sent, and the lines sent with exactly that stamp: the
-        // next read starts just before it, so a line stamped alike that came later is not
-        // lost, and those sent are not sent twice.
-        let mut last_at: Option<DateTime<Utc>> = None;
-        let mut sent_at_last: Vec<String> = Vec::new();
-        let mut every = tokio::time::interval(FOLLOW_EVERY);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut checked = tokio::time::Instant::now();
+        let mut sent = Sent::default();
+        let mut recheck_at = tokio::time::Instant::now() + super::events::RECHECK;
         loop {
-            tokio::select! {
-                _ = every.tick() => {}
-                _ = tx.closed() => return,
-            }
-            if checked.elapsed() >= super::events::RECHECK {
-                checked = tokio::time::Instant::now();
-                if let Ok(None) = credential.recheck(&state).await {
-                    let _ = tx
-                        .send(
-                            Event::default()
-                                .event("end")
-                                .data(r#"{"reason":"signed_out"}"#),
-                        )
-                        .await;
-                    return;
-                }
-            }
-            let logs = match portal.job_logs(&viewer, &id, query).await {
-                Ok(l) => l,
-                Err(e) => {
-                    tracing::warn!(job.id = %id, error = %e.message, "following a log: read failed");
-                    continue;
-                }
-            };
-            let fresh: Vec<_> = logs
-                .lines
-                .into_iter()
-                .filter(|l| Some(l.at) != last_at || !sent_at_last.contains(&l.text))
-                .collect();
-            if let Some(last) = fresh.last().map(|l| l.at) {
-                if Some(last) != last_at {
-                    sent_at_last.clear();
-                }
-                for l in &fresh {
-                    if l.at == last {
-                        sent_at_last.push(l.text.clone());
+            // What is there: the last `tail` lines first, then whatever came since.
+            match portal.job_logs(&viewer, &id, query).await {
+                Ok(logs) => {
+                    let mut fresh = 0;
+                    for l in logs.lines.iter().filter(|l| sent.fresh(l)) {
+                        fresh += 1;
+                        if tx.send(send(l)).await.is_err() {
+                            return;
+                        }
                     }
-                    let data = serde_json::to_string(l).unwrap_or_default();
-                    if tx.send(Event::default().data(data)).await.is_err() {
+                    query.tail = None;
+                    query.since = sent.since(false);
+                    if fresh == 0 && logs.ended {
+                        let _ = tx.send(end("ended")).await;
                         return;
                     }
+                    // Where the cluster holds a stream (kube's `pods/log?follow=true`), its
+                    // lines as they are written, until the pods' containers end.
+                    if !logs.ended {
+                        let from = LogQuery {
+                            since: sent.since(true),
+                            ..query
+                        };
+                        if let Ok(Some(mut lines)) =
+                            portal.follow_job_logs(&viewer, &id, from).await
+                        {
+                            loop {
+                                tokio::select! {
+                                    l = lines.recv() => match l {
+                                        Some(l) => {
+                                            if sent.fresh(&l) && tx.send(send(&l)).await.is_err() {
+                                                return;
+                                            }
+                                        }
+                                        None => break,
+                                    },
+                                    _ = tokio::time::sleep_until(recheck_at) => {
+                                        recheck_at = tokio::time::Instant::now() + super::events::RECHECK;
+                                        if let Ok(None) = credential.recheck(&state).await {
+                                            let _ = tx.send(end("signed_out")).await;
+                                            return;
+                                        }
+                                    }
+                                    _ = tx.closed() => return,
+                                }
+                            }
+                            query.since = sent.since(false);
+                        }
+                    }
                 }
-                last_at = Some(last);
-                query.since = Some(last - chrono::Duration::nanoseconds(1));
-                // After the first read, every line since the last one.
-                query.tail = None;
-            } else if logs.ended {
-                let _ = tx
-                    .send(Event::default().event("end").data(r#"{"reason":"ended"}"#))
-                    .await;
-                return;
+                Err(e) => {
+                    tracing::warn!(job.id = %id, error = %e.message, "following a log: read failed");
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(FOLLOW_EVERY) => {}
+                _ = tx.closed() => return,
+            }
+            if tokio::time::Instant::now() >= recheck_at {
+                recheck_at = tokio::time::Instant::now() + super::events::RECHECK;
+                if let Ok(None) = credential.recheck(&state).await {
+                    let _ = tx.send(end("signed_out")).await;
+                    return;
+                }
             }
         }
     });
