@@ -177,3 +177,38 @@ test("with the browser channel on, a job's start shows as a browser notification
   await alice.dispose();
   await carol.dispose();
 });
+
+test("a long followed log keeps the newest 5,000 lines, says so, and the page stays usable", async ({ page, baseURL }) => {
+  await cancelEverything(baseURL!);
+  const alice = await apiAs(baseURL!, "alice");
+  const carol = await apiAs(baseURL!, "carol");
+  const job = await launch(alice, {
+    template: "mistral-7b-sft",
+    gpus: 8,
+    pool: "hgx-h100",
+    name: "e2e-long-log",
+    max_runtime_s: 7 * 24 * 3600,
+  });
+  expect((await carol.post("/api/v1/sim/advance", { data: { seconds: 300 } })).ok()).toBeTruthy();
+  await signIn(page, "alice");
+  await page.goto(`/jobs/${job.id}`);
+  await hydrated(page);
+  const lines = page.getByTestId("log-lines");
+  await expect(lines).toContainText("| loss ");
+  await expect(page.getByTestId("logs-bounded")).toHaveCount(0);
+  // 46 hours of training at a step line every 30 s: over 5,500 new lines in one burst.
+  expect((await carol.post("/api/v1/sim/advance", { data: { seconds: 46 * 3600 } })).ok()).toBeTruthy();
+  await expect(page.getByTestId("logs-bounded")).toContainText(/Showing the last 5,000 lines; [\d,]+ older lines were let go/, {
+    timeout: 60_000,
+  });
+  await expect.poll(async () => lines.locator(".log-line").count(), { timeout: 30_000 }).toBe(5000);
+  // The oldest lines (torchrun's start-up) were let go, the newest kept; the page still
+  // answers: search marks a match.
+  await expect(lines).not.toContainText("--node_rank=0");
+  await expect(lines.locator(".log-line").last()).toContainText(/loss|checkpoint/);
+  await page.getByTestId("logs-search").fill("checkpoint");
+  await expect(lines.locator("mark").first()).toHaveText(/checkpoint/i, { timeout: 10_000 });
+  await page.screenshot({ path: `${SHOTS}/job-logs-bounded.png` });
+  await alice.dispose();
+  await carol.dispose();
+});

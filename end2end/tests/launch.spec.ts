@@ -57,6 +57,12 @@ test.describe.serial("launch, watch the queue, cancel", () => {
     await expect(page.getByTestId("eta")).toContainText("Starts in about 1.0 h");
     await expect(page.getByTestId("ahead-none")).toBeVisible();
     expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
+    // The estimate counts down with the live clock: half an hour later, half an hour to go.
+    const carol = await apiAs(baseURL!, "carol");
+    expect((await carol.post("/api/v1/sim/advance", { data: { seconds: 1800 } })).ok()).toBeTruthy();
+    await expect(page.getByTestId("eta")).toContainText(/Starts in about (29|30) min/);
+    expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
+    await carol.dispose();
     await page.screenshot({ path: `${SHOTS}/job-queued-first.png`, fullPage: true });
 
     // The fillers are cancelled too: our job is admitted, again without a reload.

@@ -3833,6 +3833,49 @@ async fn job_utilization_gives_per_gpu_series(t: Target) {
     assert_eq!(again, u);
     let (s, _) = dave.get(&format!("/api/v1/jobs/{id}/utilization")).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
+
+    // Ended, the charts cover the whole run, not only its last two hours: three hours at a
+    // sample a minute; a ten-hour run downsampled to at most 240 steps.
+    let whole_run = |job: Value, u: Value| {
+        let t = |v: &Value| chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap()).unwrap();
+        let step = u["step_s"].as_i64().unwrap();
+        let (from, to) = (t(&u["from"]), t(&u["to"]));
+        assert_eq!(to, t(&job["finished_at"]), "{u}");
+        let lead = (from - t(&job["admitted_at"])).num_seconds();
+        assert!(
+            (0..step).contains(&lead),
+            "from the start of the run: {lead} s after it"
+        );
+        let samples = u["mean"].as_array().unwrap().len() as i64;
+        assert_eq!(samples, (to - from).num_seconds() / step + 1, "{u}");
+        assert_eq!(
+            u["gpus"][0]["util_pct"].as_array().unwrap().len() as i64,
+            samples
+        );
+        (step, samples)
+    };
+    let (s, _) = alice
+        .post(&format!("/api/v1/jobs/{id}/cancel"), json!({}))
+        .await;
+    assert!(s.is_success());
+    let (_, j) = alice.get(&format!("/api/v1/jobs/{id}")).await;
+    let (_, u) = alice.get(&format!("/api/v1/jobs/{id}/utilization")).await;
+    let (step, samples) = whole_run(j, u);
+    assert_eq!((step, samples), (60, 181));
+    let long = alice
+        .launch(json!({ "template": "llama-3.1-8b-fsdp", "gpus": 8, "pool": "hgx-h100", "max_runtime_s": 36000 }))
+        .await;
+    let long_id = long["id"].as_str().unwrap();
+    carol.advance(11 * 3600).await;
+    let (_, j) = alice.get(&format!("/api/v1/jobs/{long_id}")).await;
+    assert!(!j["finished_at"].is_null(), "ended at its max runtime: {j}");
+    let (_, u) = alice
+        .get(&format!("/api/v1/jobs/{long_id}/utilization"))
+        .await;
+    let (step, samples) = whole_run(j, u);
+    assert_eq!(step, 180, "36,000 s in at most 240 steps, in whole minutes");
+    assert!((200..=241).contains(&samples), "{samples}");
+
     // A job that has not run: nothing to show, and it says so.
     let big = alice
         .launch(json!({ "template": "llama-3.1-8b-fsdp", "gpus": 16, "pool": "hgx-h200" }))

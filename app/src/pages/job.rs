@@ -297,18 +297,7 @@ fn headline(job: &Job, now: DateTime<Utc>) -> AnyView {
                 .last()
                 .map(|e| e.reason.clone())
                 .unwrap_or_default();
-            let state = capitalise(job.state.as_str());
-            // "Succeeded: ..." from the cluster already names the state: not twice.
-            let text = match last.trim() {
-                "" => format!("{state}."),
-                l if l
-                    .to_lowercase()
-                    .starts_with(&job.state.as_str().to_lowercase()) =>
-                {
-                    capitalise(l)
-                }
-                l => format!("{state}. {l}"),
-            };
+            let text = ended_text(job.state, &last);
             view! { <p class="reason" data-testid="ended-reason">{text}</p> }.into_any()
         }
     }
@@ -443,6 +432,17 @@ fn AheadTable(ahead: Vec<AheadJob>, now: DateTime<Utc>) -> impl IntoView {
         </details>
     }
         .into_any()
+}
+
+/// An ended job's headline: its state, then the cluster's last word on it, without saying
+/// the state twice when that word already starts with it ("Succeeded: ...").
+fn ended_text(state: JobState, last_reason: &str) -> String {
+    let name = capitalise(state.as_str());
+    match last_reason.trim() {
+        "" => format!("{name}."),
+        l if l.to_lowercase().starts_with(&state.as_str().to_lowercase()) => capitalise(l),
+        l => format!("{name}. {l}"),
+    }
 }
 
 fn capitalise(s: &str) -> String {
@@ -780,5 +780,36 @@ fn Spark(
                 <polyline points=points class="line"/>
             </svg>
         </figure>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ended_headline_names_its_state_once() {
+        assert_eq!(
+            ended_text(JobState::Succeeded, "Succeeded: the JobSet completed"),
+            "Succeeded: the JobSet completed"
+        );
+        assert_eq!(ended_text(JobState::Succeeded, "succeeded"), "Succeeded");
+        assert_eq!(
+            ended_text(JobState::Cancelled, "cancelled by alice"),
+            "Cancelled by alice"
+        );
+        assert_eq!(
+            ended_text(JobState::Cancelled, "max runtime reached"),
+            "Cancelled. max runtime reached"
+        );
+        assert_eq!(ended_text(JobState::Succeeded, "  "), "Succeeded.");
+        for (state, reason) in [
+            (JobState::Succeeded, "Succeeded"),
+            (JobState::Succeeded, "Succeeded."),
+            (JobState::Cancelled, "Cancelled"),
+        ] {
+            let t = ended_text(state, reason);
+            assert_eq!(t.to_lowercase().matches(state.as_str()).count(), 1, "{t}");
+        }
     }
 }

@@ -11,6 +11,9 @@ use crate::model::{is_error_line, Job, JobFailure, LogLine, GPUS_PER_NODE};
 
 /// Lines the browser keeps; the oldest go first.
 pub const MAX_LINES: usize = 5_000;
+/// How long followed lines gather before they are drawn.
+#[cfg(feature = "hydrate")]
+const BATCH: std::time::Duration = std::time::Duration::from_millis(100);
 /// Lines read when the view opens.
 #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 const FIRST_READ: usize = 500;
@@ -76,18 +79,23 @@ pub fn LogsPanel(job: Job) -> impl IntoView {
         if new.is_empty() {
             return;
         }
-        lines.update(|v| {
+        // The panel may be gone (a batch flushed after navigating away): then nothing.
+        let Some(mut n) = seq.try_get_value() else {
+            return;
+        };
+        let cut = lines.try_update(|v| {
             for l in new {
-                let n = seq.get_value() + 1;
-                seq.set_value(n);
+                n += 1;
                 v.push(Shown { seq: n, line: l });
             }
-            if v.len() > MAX_LINES {
-                let cut = v.len() - MAX_LINES;
-                v.drain(..cut);
-                dropped.update(|d| *d += cut);
-            }
+            let cut = v.len().saturating_sub(MAX_LINES);
+            v.drain(..cut);
+            cut
         });
+        seq.try_set_value(n);
+        if let Some(cut @ 1..) = cut {
+            dropped.try_update(|d| *d += cut);
+        }
     };
     // The first read of the chosen rank, in the browser only and as a plain task, not a
     // resource: no Suspense above waits for a log (the page shows at once; its GPU panel
@@ -345,6 +353,9 @@ fn follow(
         let Ok(source) = web_sys::EventSource::new(&url) else {
             return;
         };
+        // Lines are drawn in batches, one every BATCH at most: a burst of thousands of lines
+        // is a few redraws, not one per line.
+        let batch = std::rc::Rc::new(std::cell::RefCell::new(Vec::<LogLine>::new()));
         let on_message =
             Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
                 let Some(text) = ev.data().as_string() else {
@@ -353,15 +364,28 @@ fn follow(
                 let Ok(line) = serde_json::from_str::<LogLine>(&text) else {
                     return;
                 };
-                if paused.get_untracked() {
+                if paused.try_get_untracked().unwrap_or(true) {
                     held.try_update(|h| {
                         h.push(line);
-                        if h.len() > MAX_LINES {
-                            h.remove(0);
-                        }
+                        let cut = h.len().saturating_sub(MAX_LINES);
+                        h.drain(..cut);
                     });
-                } else {
-                    push(vec![line]);
+                    return;
+                }
+                let first = {
+                    let mut b = batch.borrow_mut();
+                    b.push(line);
+                    b.len() == 1
+                };
+                if first {
+                    let batch = batch.clone();
+                    set_timeout(
+                        move || {
+                            let lines = std::mem::take(&mut *batch.borrow_mut());
+                            push(lines);
+                        },
+                        BATCH,
+                    );
                 }
             });
         let closer = source.clone();
