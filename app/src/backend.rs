@@ -15,6 +15,20 @@ pub struct JobFilter {
     pub team: Option<String>,
     /// Only the viewer's own jobs.
     pub mine: bool,
+    /// Only queued, admitted and running jobs.
+    pub active: bool,
+    pub user: Option<String>,
+    pub pool: Option<String>,
+    /// Text in the job's name, template or user, ignoring case.
+    pub q: Option<String>,
+    /// Submitted on or after `from`, on or before `to`: a day (`2026-12-01`, UTC) or an
+    /// RFC 3339 time.
+    pub from: Option<String>,
+    pub to: Option<String>,
+    /// A `next_cursor` from the page before.
+    pub cursor: Option<String>,
+    /// Jobs per page: 50 unless asked, at most 200.
+    pub limit: Option<u32>,
 }
 
 #[async_trait::async_trait]
@@ -114,14 +128,15 @@ pub trait Backend: Send + Sync + 'static {
     ) -> Result<Template, ApiError>;
     /// Hides a template from Launch (admins only).
     async fn deprecate_template(&self, viewer: &Viewer, name: String) -> Result<(), ApiError>;
-    /// The audit log, newest first, filtered (admins only).
+    /// A page of the audit log, newest first, filtered (admins only).
     async fn audit_records(
         &self,
         viewer: &Viewer,
         actor: Option<String>,
         action: Option<String>,
         target: Option<String>,
-    ) -> Result<Vec<AuditRecord>, ApiError>;
+        cursor: Option<String>,
+    ) -> Result<AuditList, ApiError>;
     /// What the sign-in page offers this request (demo users, single sign-on, why the last
     /// session ended).
     async fn sign_in_options(

@@ -141,9 +141,12 @@ pub async fn audit_records(
     actor: Option<String>,
     action: Option<String>,
     target: Option<String>,
-) -> Result<Vec<AuditRecord>, ApiError> {
+    cursor: Option<String>,
+) -> Result<AuditList, ApiError> {
     let (backend, viewer) = ssr::backend_and_viewer().await?;
-    backend.audit_records(&viewer, actor, action, target).await
+    backend
+        .audit_records(&viewer, actor, action, target, cursor)
+        .await
 }
 
 #[server]
@@ -168,8 +171,34 @@ pub async fn launch_job(req: LaunchRequest, idempotency_key: String) -> Result<J
         .map(|(job, _)| job)
 }
 
+/// What the Jobs page's URL asks for: `state`, `scope` (`team` or `mine`), and the search,
+/// filters and page as `GET /api/v1/jobs` takes them.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct JobsPageQuery {
+    pub state: Option<String>,
+    pub scope: Option<String>,
+    pub q: Option<String>,
+    pub pool: Option<String>,
+    pub user: Option<String>,
+    pub team: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub cursor: Option<String>,
+}
+
 #[server]
-pub async fn list_jobs(state: Option<String>, scope: Option<String>) -> Result<JobList, ApiError> {
+pub async fn list_jobs(query: JobsPageQuery) -> Result<JobList, ApiError> {
+    let JobsPageQuery {
+        state,
+        scope,
+        q,
+        pool,
+        user,
+        team,
+        from,
+        to,
+        cursor,
+    } = query;
     let (backend, viewer) = ssr::backend_and_viewer().await?;
     let state = match state.as_deref() {
         None | Some("") | Some("all") => None,
@@ -178,10 +207,18 @@ pub async fn list_jobs(state: Option<String>, scope: Option<String>) -> Result<J
                 .ok_or_else(|| ApiError::invalid("state", format!("unknown state '{s}'")))?,
         ),
     };
+    let some = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
     let filter = crate::backend::JobFilter {
         state,
-        team: None,
+        team: some(team),
         mine: scope.as_deref() == Some("mine"),
+        user: some(user),
+        pool: some(pool),
+        q: some(q),
+        from: some(from),
+        to: some(to),
+        cursor: some(cursor),
+        ..Default::default()
     };
     backend.list_jobs(&viewer, filter).await
 }

@@ -52,11 +52,17 @@ export async function apiAs(baseURL: string, user: string): Promise<APIRequestCo
 export async function cancelEverything(baseURL: string) {
   const admin = await apiAs(baseURL, "carol");
   for (const state of ["queued", "admitted", "running"]) {
-    const res = await admin.get(`/api/v1/jobs?state=${state}`);
-    expect(res.ok()).toBeTruthy();
-    for (const job of await res.json()) {
-      const c = await admin.post(`/api/v1/jobs/${job.id}/cancel`);
-      expect(c.ok(), `cancel ${job.id}`).toBeTruthy();
+    // Each round cancels a page of them; cancelled jobs leave the filter, so the first
+    // page is asked again until it is empty.
+    for (;;) {
+      const res = await admin.get(`/api/v1/jobs?state=${state}&limit=200`);
+      expect(res.ok()).toBeTruthy();
+      const page = await res.json();
+      if (page.jobs.length === 0) break;
+      for (const job of page.jobs) {
+        const c = await admin.post(`/api/v1/jobs/${job.id}/cancel`);
+        expect(c.ok(), `cancel ${job.id}`).toBeTruthy();
+      }
     }
   }
   await admin.dispose();

@@ -244,6 +244,7 @@ on_both!(
     logs_are_read_followed_and_kept_after_the_pods_go,
     rerun_and_clone_keep_the_values_and_link_both_ways,
     webhooks_are_signed_retried_and_sent_once_across_a_restart,
+    job_lists_page_search_and_filter_on_the_server,
 );
 
 const NEOX: &str = "\
@@ -395,7 +396,7 @@ async fn templates_are_created_versioned_and_deprecated_by_admins(t: Target) {
         .unwrap();
     assert!(res.status().is_success());
     let (_, log) = carol.get("/api/v1/audit").await;
-    let actions: Vec<&str> = log
+    let actions: Vec<&str> = log["entries"]
         .as_array()
         .unwrap()
         .iter()
@@ -411,7 +412,7 @@ async fn templates_are_created_versioned_and_deprecated_by_admins(t: Target) {
             "auth.sign_in"
         ]
     );
-    let version = &log[2];
+    let version = &log["entries"][2];
     assert_eq!(
         version["before"]["image"],
         "registry.internal/ml/neox:2026.11"
@@ -658,7 +659,7 @@ async fn quota_api_checks_values_refuses_stale_edits_and_audits(t: Target) {
     // the audit log: newest first, before → after, who and from where; sign-ins of admins
     let (status, log) = carol.get("/api/v1/audit").await;
     assert_eq!(status, StatusCode::OK);
-    let log = log.as_array().unwrap();
+    let log = log["entries"].as_array().unwrap();
     assert_eq!(
         log.len(),
         2,
@@ -683,7 +684,41 @@ async fn quota_api_checks_values_refuses_stale_edits_and_audits(t: Target) {
     };
     assert!(at(&log[0]) >= at(&log[1]), "{log:?}");
     let (_, only) = carol.get("/api/v1/audit?action=auth.sign_in").await;
-    assert_eq!(only.as_array().unwrap().len(), 1);
+    assert_eq!(only["entries"].as_array().unwrap().len(), 1);
+    // Pages of one: the two entries in order, each once, the same total on each page.
+    let (_, p1) = carol.get("/api/v1/audit?limit=1").await;
+    assert_eq!(
+        (
+            p1["total"].as_u64(),
+            p1["entries"].as_array().unwrap().len()
+        ),
+        (Some(2), 1),
+        "{p1}"
+    );
+    let (_, p2) = carol
+        .get(&format!(
+            "/api/v1/audit?limit=1&cursor={}",
+            p1["next_cursor"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(p2["total"], 2, "{p2}");
+    assert_eq!(p2["next_cursor"], Value::Null, "{p2}");
+    assert_eq!(
+        [
+            p1["entries"][0]["action"].clone(),
+            p2["entries"][0]["action"].clone()
+        ],
+        [log[0]["action"].clone(), log[1]["action"].clone()]
+    );
+    for (q, field) in [
+        ("limit=0", "limit"),
+        ("limit=500", "limit"),
+        ("cursor=zzz", "cursor"),
+    ] {
+        let (s, e) = carol.get(&format!("/api/v1/audit?{q}")).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{q}: {e}");
+        assert_eq!(e["error"]["field"], field, "{q}: {e}");
+    }
     let (status, err) = carol.get("/api/v1/audit?format=xml").await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
     let csv = carol
@@ -932,7 +967,7 @@ async fn quota_lending_limit_and_queue_order_are_set_checked_and_audited(t: Targ
         (json!(8), json!("StrictFIFO"))
     );
     let (_, audit) = carol.get("/api/v1/audit?action=quota.set").await;
-    let last = &audit.as_array().unwrap()[1];
+    let last = &audit["entries"].as_array().unwrap()[1];
     assert_eq!(last["before"]["lending_limit_gpus"], Value::Null, "{last}");
     assert_eq!(last["after"]["lending_limit_gpus"], 8, "{last}");
     assert_eq!(last["after"]["queueing_strategy"], "StrictFIFO", "{last}");
@@ -1100,7 +1135,7 @@ async fn json_bodies_are_parsed_strictly(t: Target) {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
     let (_, jobs) = alice.get("/api/v1/jobs").await;
     assert_eq!(
-        jobs.as_array().unwrap().len(),
+        jobs["jobs"].as_array().unwrap().len(),
         0,
         "nothing was launched: {jobs}"
     );
@@ -1238,7 +1273,7 @@ async fn json_errors_name_the_field_and_every_api_error_is_json(t: Target) {
     }
     // Nothing above launched a job, made a token or changed a quota.
     let (_, jobs) = alice.get("/api/v1/jobs").await;
-    assert_eq!(jobs.as_array().map(Vec::len), Some(0), "{jobs}");
+    assert_eq!(jobs["jobs"].as_array().map(Vec::len), Some(0), "{jobs}");
     let (_, tokens) = alice.get("/api/v1/tokens").await;
     assert_eq!(tokens.as_array().map(Vec::len), Some(0), "{tokens}");
     let (_, cell) = carol.get("/api/v1/quotas/nlp/hgx-h100").await;
@@ -1363,8 +1398,8 @@ async fn control_characters_are_refused_on_every_input(t: Target) {
     }
     // Nothing was stored: the one job, no token, no template, no changed quota.
     let (_, jobs) = carol.get("/api/v1/jobs").await;
-    assert_eq!(jobs.as_array().map(Vec::len), Some(1), "{jobs}");
-    assert_ne!(jobs[0]["state"], "cancelled", "{jobs}");
+    assert_eq!(jobs["jobs"].as_array().map(Vec::len), Some(1), "{jobs}");
+    assert_ne!(jobs["jobs"][0]["state"], "cancelled", "{jobs}");
     let (_, tokens) = alice.get("/api/v1/tokens").await;
     assert_eq!(tokens.as_array().map(Vec::len), Some(0), "{tokens}");
     let (_, templates) = carol.get("/api/v1/templates").await;
@@ -1571,16 +1606,194 @@ async fn launch_is_stored_admitted_and_listed(t: Target) {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(again["id"], job["id"]);
     let (_, list) = alice.get("/api/v1/jobs").await;
-    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list["jobs"].as_array().unwrap().len(), 1);
     let (_, list) = alice.get("/api/v1/jobs?state=queued").await;
-    assert!(list.as_array().unwrap().is_empty());
+    assert!(list["jobs"].as_array().unwrap().is_empty());
     let (_, list) = alice.get("/api/v1/jobs?state=admitted&team=nlp").await;
-    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list["jobs"].as_array().unwrap().len(), 1);
     // bob is in nlp too: he sees the team's job; dave (vision) does not.
     let (_, list) = app.client("bob").await.get("/api/v1/jobs").await;
-    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list["jobs"].as_array().unwrap().len(), 1);
     let (_, list) = app.client("dave").await.get("/api/v1/jobs").await;
-    assert!(list.as_array().unwrap().is_empty());
+    assert!(list["jobs"].as_array().unwrap().is_empty());
+    finish(app, db).await;
+}
+
+/// The jobs list pages with a cursor (walked page by page: every job once, newest first, the
+/// same total on every page), searches name, template and user ignoring case (a `%` is only a
+/// character), filters by pool, user, state, team and submission day, and refuses bad values
+/// with a 422 naming the field. A member's search never reaches another team's jobs.
+async fn job_lists_page_search_and_filter_on_the_server(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let bob = app.client("bob").await;
+    let dave = app.client("dave").await;
+    let carol = app.client("carol").await;
+    let mut launched = Vec::new();
+    for (who, name, template, pool) in [
+        (&alice, "llama-sweep-1", "llama-3.1-8b-fsdp", "hgx-h100"),
+        (&alice, "llama-sweep-2", "llama-3.1-8b-fsdp", "hgx-h100"),
+        (&bob, "Mistral SFT 50%", "mistral-7b-sft", "hgx-h100"),
+        (&alice, "mistral-eval", "mistral-7b-sft", "hgx-h200"),
+        (&bob, "bobs-llama", "llama-3.1-8b-fsdp", "hgx-h200"),
+        (&alice, "last-one", "mistral-7b-sft", "hgx-h100"),
+        (
+            &dave,
+            "vision-secret-llama",
+            "llama-3.1-8b-fsdp",
+            "hgx-h100",
+        ),
+    ] {
+        let j = who
+            .launch(json!({ "template": template, "gpus": 8, "pool": pool, "name": name }))
+            .await;
+        launched.push(j);
+        carol.advance(60).await;
+    }
+    let names = |v: &Value| -> Vec<String> {
+        v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // Pages of 2: 3 pages for nlp's 6 jobs, newest first, each job once.
+    let mut seen = Vec::new();
+    let mut cursor = String::new();
+    let mut pages = 0;
+    loop {
+        let (s, page) = alice
+            .get(&format!("/api/v1/jobs?limit=2&cursor={cursor}"))
+            .await;
+        assert_eq!(s, StatusCode::OK, "{page}");
+        assert_eq!(page["total"], 6, "{page}");
+        seen.extend(names(&page));
+        pages += 1;
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = c.to_string(),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(
+        seen,
+        [
+            "last-one",
+            "bobs-llama",
+            "mistral-eval",
+            "Mistral SFT 50%",
+            "llama-sweep-2",
+            "llama-sweep-1"
+        ]
+    );
+    // 50 a page by default: one page, no next.
+    let (_, page) = alice.get("/api/v1/jobs").await;
+    assert_eq!(page["jobs"].as_array().unwrap().len(), 6);
+    assert_eq!(page["next_cursor"], Value::Null);
+    // Search: name, template or user, ignoring case; `%` and `_` are plain characters.
+    let search = |who: &'static str, q: &'static str| {
+        let c = match who {
+            "alice" => &alice,
+            "dave" => &dave,
+            _ => &carol,
+        };
+        async move {
+            let (s, v) = c.get(&format!("/api/v1/jobs?{q}")).await;
+            assert_eq!(s, StatusCode::OK, "{q}: {v}");
+            let mut n = names(&v);
+            n.sort();
+            assert_eq!(v["total"].as_u64(), Some(n.len() as u64), "{q}");
+            n
+        }
+    };
+    assert_eq!(
+        search("alice", "q=LLAMA").await,
+        ["bobs-llama", "llama-sweep-1", "llama-sweep-2"]
+    );
+    assert_eq!(
+        search("alice", "q=mistral-7b").await.len(),
+        3,
+        "by template"
+    );
+    assert_eq!(
+        search("alice", "q=bob").await,
+        ["Mistral SFT 50%", "bobs-llama"],
+        "by user"
+    );
+    assert_eq!(search("alice", "q=50%25").await, ["Mistral SFT 50%"]);
+    assert!(
+        search("alice", "q=%25%25%25").await.is_empty(),
+        "% is a character"
+    );
+    assert!(
+        search("alice", "q=sweep_").await.is_empty(),
+        "_ is a character"
+    );
+    assert!(
+        search("alice", "q=secret").await.is_empty(),
+        "another team's job"
+    );
+    assert_eq!(search("dave", "q=secret").await, ["vision-secret-llama"]);
+    assert_eq!(
+        search("carol", "q=secret").await,
+        ["vision-secret-llama"],
+        "an admin"
+    );
+    // Filters.
+    assert_eq!(
+        search("alice", "pool=hgx-h200").await,
+        ["bobs-llama", "mistral-eval"]
+    );
+    assert_eq!(
+        search("alice", "user=bob&pool=hgx-h100").await,
+        ["Mistral SFT 50%"]
+    );
+    assert_eq!(
+        search("carol", "team=vision").await,
+        ["vision-secret-llama"]
+    );
+    assert_eq!(search("carol", "q=llama&team=nlp&limit=200").await.len(), 3);
+    assert_eq!(
+        search("alice", "mine=true&q=mistral").await,
+        ["last-one", "mistral-eval"]
+    );
+    let day_of = |j: &Value| j["created_at"].as_str().unwrap()[..10].to_string();
+    let (first_day, last_day) = (day_of(&launched[0]), day_of(&launched[6]));
+    let (s, v) = alice
+        .get(&format!("/api/v1/jobs?from={first_day}&to={last_day}"))
+        .await;
+    assert_eq!((s, v["total"].as_u64()), (StatusCode::OK, Some(6)), "{v}");
+    let next_day = (chrono::NaiveDate::parse_from_str(&last_day, "%Y-%m-%d").unwrap()
+        + chrono::Days::new(1))
+    .to_string();
+    let (_, v) = alice.get(&format!("/api/v1/jobs?from={next_day}")).await;
+    assert_eq!(v["total"], 0, "{v}");
+    // A time bound cuts between jobs: after the fourth launch, three (of nlp's) remain.
+    let fourth = launched[3]["created_at"]
+        .as_str()
+        .unwrap()
+        .replace('+', "%2B");
+    let (_, v) = alice.get(&format!("/api/v1/jobs?from={fourth}")).await;
+    assert_eq!(names(&v), ["last-one", "bobs-llama", "mistral-eval"]);
+    // Bad values: a 422 naming the field.
+    for (q, field) in [
+        ("limit=0", "limit"),
+        ("limit=201", "limit"),
+        ("limit=lots", "limit"),
+        ("cursor=not-a-cursor", "cursor"),
+        ("from=yesterday", "from"),
+        ("from=2026-12-02&to=2026-12-01", "to"),
+        ("q=a%0Ab", "q"),
+        ("pool=hgx%00", "pool"),
+    ] {
+        let (s, e) = alice.get(&format!("/api/v1/jobs?{q}")).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{q}: {e}");
+        assert_eq!(e["error"]["field"], field, "{q}: {e}");
+    }
+    let (s, _) = alice.get("/api/v1/jobs?team=vision").await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
     finish(app, db).await;
 }
 
@@ -1963,7 +2176,7 @@ async fn bad_input_gets_a_clear_error(t: Target) {
         .contains("cancelled"));
     // nothing above created a job except the one cancelled
     let (_, list) = alice.get("/api/v1/jobs").await;
-    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list["jobs"].as_array().unwrap().len(), 1);
     finish(app, db).await;
 }
 
@@ -2016,7 +2229,7 @@ async fn idempotency_key_returns_the_same_job(t: Target) {
     }
     assert_eq!(ids.len(), 1, "one job for one key");
     let (_, list) = alice.get("/api/v1/jobs?mine=true").await;
-    assert_eq!(list.as_array().unwrap().len(), 2);
+    assert_eq!(list["jobs"].as_array().unwrap().len(), 2);
     finish(app, db).await;
 }
 
@@ -2073,7 +2286,7 @@ async fn authorization_of_cancel_and_reads(t: Target) {
 
     // carol, an admin, sees all and may cancel any; only she may move the sim clock
     let (_, all) = carol.get("/api/v1/jobs").await;
-    assert_eq!(all.as_array().unwrap().len(), 3);
+    assert_eq!(all["jobs"].as_array().unwrap().len(), 3);
     let (s, _) = carol
         .post(&format!("/api/v1/jobs/{dave_id}/cancel"), json!({}))
         .await;
@@ -2196,7 +2409,7 @@ async fn restart_keeps_jobs_states_and_positions(t: Target) {
     }
     let (_, list) = alice.get("/api/v1/jobs").await;
     assert_eq!(
-        list.as_array().unwrap().len(),
+        list["jobs"].as_array().unwrap().len(),
         4,
         "nothing lost, nothing doubled"
     );
@@ -2699,7 +2912,7 @@ async fn api_tokens_are_created_used_and_revoked(t: Target) {
     // Both are in the audit log.
     let carol = app.client("carol").await;
     let (_, log) = carol.get("/api/v1/audit?actor=alice").await;
-    let actions: Vec<&str> = log
+    let actions: Vec<&str> = log["entries"]
         .as_array()
         .unwrap()
         .iter()
@@ -3219,7 +3432,7 @@ async fn forwarded_headers_count_only_from_trusted_proxies(t: Target) {
             .get("/api/v1/audit?action=auth.sign_in&actor=carol")
             .await;
         assert_eq!(s, StatusCode::OK, "{log}");
-        let mut a: Vec<String> = log
+        let mut a: Vec<String> = log["entries"]
             .as_array()
             .unwrap()
             .iter()
@@ -3975,7 +4188,7 @@ async fn a_job_set_to_fail_fails_frees_its_gpus_and_counts_until_then(t: Target)
     // The state filter lists it, and only it.
     let (s, failed) = alice.get("/api/v1/jobs?state=failed").await;
     assert_eq!(s, StatusCode::OK, "{failed}");
-    let ids: Vec<&str> = failed
+    let ids: Vec<&str> = failed["jobs"]
         .as_array()
         .unwrap()
         .iter()
@@ -4907,7 +5120,7 @@ async fn probe_once(
     let who = if probe.admin { carol } else { alice };
     let count = || async {
         let (_, jobs) = carol.get("/api/v1/jobs").await;
-        jobs.as_array().map_or(0, Vec::len)
+        jobs["total"].as_u64().unwrap_or(0)
     };
     let before = count().await;
     let mut headers = vec![("content-type", "application/json")];
@@ -4941,7 +5154,7 @@ async fn probe_once(
         ));
     }
     let launched = probe.method == "POST" && probe.path == "/api/v1/jobs";
-    let expected = before + usize::from(launched && status == StatusCode::CREATED);
+    let expected = before + u64::from(launched && status == StatusCode::CREATED);
     if after != expected {
         return Err(format!("jobs went from {before} to {after}: {what}"));
     }

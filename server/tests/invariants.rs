@@ -126,6 +126,34 @@ impl World {
         res.json().await.unwrap()
     }
 
+    /// Every job the admin may see, page by page (20 a page, so the walk crosses pages):
+    /// the pages together are the list, and each says the same total.
+    async fn all_jobs(&self) -> Value {
+        let mut all = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut total = None;
+        loop {
+            let path = match &cursor {
+                Some(c) => format!("/api/v1/jobs?limit=20&cursor={c}"),
+                None => "/api/v1/jobs?limit=20".to_string(),
+            };
+            let page = self.get("carol", &path).await;
+            let jobs = page["jobs"].as_array().unwrap();
+            assert!(jobs.len() <= 20, "{path}: {} jobs on a page", jobs.len());
+            all.extend(jobs.iter().cloned());
+            match total {
+                None => total = page["total"].as_u64(),
+                Some(t) => assert_eq!(page["total"].as_u64(), Some(t), "{path}"),
+            }
+            match page["next_cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => break,
+            }
+        }
+        assert_eq!(Some(all.len() as u64), total, "the pages hold the total");
+        Value::Array(all)
+    }
+
     async fn send(&self, user: &str, req: reqwest::RequestBuilder) -> (StatusCode, Value) {
         let _ = user;
         let res = req.send().await.unwrap();
@@ -177,7 +205,7 @@ impl World {
                 }
             }
             Op::Cancel(n) => {
-                let jobs = self.get("carol", "/api/v1/jobs").await;
+                let jobs = self.all_jobs().await;
                 let active: Vec<(String, String)> = self
                     .launched
                     .iter()
@@ -244,7 +272,7 @@ impl World {
 
     async fn check(&mut self, step: usize, op: &Op) {
         let ctx = format!("after step {step} ({op:?})");
-        let jobs = self.get("carol", "/api/v1/jobs").await;
+        let jobs = self.all_jobs().await;
         let jobs = jobs.as_array().unwrap();
         // Every accepted launch exactly once, and nothing else.
         let mut seen: HashMap<&str, usize> = HashMap::new();

@@ -127,7 +127,12 @@ pub struct Preemption {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobList {
+    /// One page of the jobs the filter selects, newest first.
     pub jobs: Vec<Job>,
+    /// How many jobs the filter selects, on every page.
+    pub total: u64,
+    /// Asks for the next (older) page; `None` on the last page.
+    pub next_cursor: Option<String>,
     /// The cluster clock when the list was read (the sim clock may run faster than real time).
     pub now: DateTime<Utc>,
 }
@@ -211,6 +216,16 @@ pub struct AuditRecord {
     pub before: Option<Value>,
     pub after: Option<Value>,
     pub address: Option<String>,
+}
+
+/// A page of the audit log, newest first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditList {
+    pub records: Vec<AuditRecord>,
+    /// How many entries the filters select, on every page.
+    pub total: u64,
+    /// Asks for the next (older) page; `None` on the last page.
+    pub next_cursor: Option<String>,
 }
 
 /// What one team got in a what-if replay.
@@ -423,6 +438,8 @@ pub struct UsageView {
     /// Over the whole range and every group.
     pub total: UsageRowView,
     pub chart_svg: String,
+    /// The same chart drawn for a phone's width (readable text when scaled to it).
+    pub chart_svg_narrow: String,
     pub csv_url: String,
     /// The jobs with the most GPU-hours, and with the most idle GPU-hours.
     pub top_allocated: Vec<TopJob>,

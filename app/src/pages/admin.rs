@@ -336,9 +336,35 @@ fn AdminAudit() -> impl IntoView {
     let query = leptos_router::hooks::use_query_map();
     let get = move |k: &str| query.read().get(k).filter(|v| !v.is_empty());
     let records = Resource::new(
-        move || (get("actor"), get("action"), get("target")),
-        |(actor, action, target)| crate::functions::audit_records(actor, action, target),
+        move || (get("actor"), get("action"), get("target"), get("cursor")),
+        |(actor, action, target, cursor)| {
+            crate::functions::audit_records(actor, action, target, cursor)
+        },
     );
+    // This page's URL with another cursor (or none: the newest page).
+    let page_link = move |cursor: Option<&str>| {
+        let mut q: Vec<String> = Vec::new();
+        for k in ["actor", "action", "target"] {
+            if let Some(v) = get(k) {
+                q.push(format!(
+                    "{k}={}",
+                    v.replace('%', "%25")
+                        .replace('&', "%26")
+                        .replace(' ', "%20")
+                        .replace('#', "%23")
+                        .replace('+', "%2B")
+                ));
+            }
+        }
+        if let Some(c) = cursor {
+            q.push(format!("cursor={c}"));
+        }
+        if q.is_empty() {
+            "/admin/audit".to_string()
+        } else {
+            format!("/admin/audit?{}", q.join("&"))
+        }
+    };
     let csv = move || {
         let mut q: Vec<String> = vec!["format=csv".into()];
         for k in ["actor", "action", "target"] {
@@ -376,12 +402,23 @@ fn AdminAudit() -> impl IntoView {
         <Transition fallback=|| view! { <p class="muted">"Loading the audit log…"</p> }>
             {move || Suspend::new(async move {
                 loaded(records).await.map(|r| match r {
-                    Ok(list) if list.is_empty() => view! { <p class="muted" data-testid="audit-empty">"No entries match these filters."</p> }.into_any(),
-                    Ok(list) => view! {
+                    Ok(list) if list.records.is_empty() => view! { <p class="muted" data-testid="audit-empty">"No entries match these filters."</p> }.into_any(),
+                    Ok(list) => {
+                        let older = list.next_cursor.clone().map(|c| page_link(Some(&c)));
+                        let newest = get("cursor").map(|_| page_link(None));
+                        let shown = list.records.len() as u64;
+                        let count = if shown == list.total {
+                            format!("{} entr{}, newest first", format::thousands(list.total), if list.total == 1 { "y" } else { "ies" })
+                        } else {
+                            format!("{} of {} entries, newest first{}", format::thousands(shown), format::thousands(list.total), if newest.is_some() { " (an older page)" } else { "" })
+                        };
+                        view! {
+                        <p class="muted small" data-testid="audit-count">{count}</p>
+                        <div class="table-scroll">
                         <table class="audit-table" data-testid="audit-table">
                             <thead><tr><th>"When"</th><th>"Who"</th><th>"Action"</th><th>"Target"</th><th>"Before"</th><th>"After"</th><th>"From"</th></tr></thead>
                             <tbody>
-                                {list.into_iter().map(|r| view! {
+                                {list.records.into_iter().map(|r| view! {
                                     <tr>
                                         <td>{format::absolute(r.at)}</td>
                                         <td>{r.actor.clone()}</td>
@@ -394,7 +431,13 @@ fn AdminAudit() -> impl IntoView {
                                 }).collect_view()}
                             </tbody>
                         </table>
-                    }.into_any(),
+                        </div>
+                        <nav class="pager" aria-label="Pages">
+                            {newest.map(|h| view! { <a class="button" href=h data-testid="audit-newest">"← Newest"</a> })}
+                            {older.map(|h| view! { <a class="button" href=h data-testid="audit-older">"Older entries →"</a> })}
+                        </nav>
+                    }.into_any()
+                    },
                     Err(e) => view! { <PageError err=e/> }.into_any(),
                 })
             })}

@@ -1,5 +1,6 @@
-//! Jobs: the viewer's and their team's jobs, filterable by state, with queue position or
-//! elapsed time; filters live in the URL.
+//! Jobs: the viewer's and their team's jobs (every team's for an admin), a page of 50 at a
+//! time, searched and filtered on the server by state, text, pool, user, team and submission
+//! date, with queue position or elapsed time; the query lives in the URL.
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
@@ -7,7 +8,7 @@ use leptos_router::hooks::use_query_map;
 use crate::app::{use_viewer, Authed};
 use crate::components::{loaded, progress_text, Ago, PageError, StateBadge};
 use crate::format;
-use crate::functions::list_jobs;
+use crate::functions::{list_jobs, list_pools, JobsPageQuery};
 use crate::live::use_live;
 use crate::model::{JobList, JobState};
 use crate::pages::job::CancelButton;
@@ -21,30 +22,62 @@ pub fn JobsPage() -> impl IntoView {
     }
 }
 
+/// The URL's query keys the page reads; a chip or the search form keeps the others.
+const KEYS: [&str; 9] = [
+    "scope", "state", "q", "pool", "user", "team", "from", "to", "cursor",
+];
+
 #[component]
 fn Jobs() -> impl IntoView {
     let live = use_live();
     let query = use_query_map();
-    let state = move || query.read().get("state").filter(|s| !s.is_empty());
-    let scope = move || {
-        query
-            .read()
-            .get("scope")
-            .unwrap_or_else(|| "team".to_string())
+    let get = move |k: &str| query.read().get(k).filter(|v| !v.trim().is_empty());
+    let state = move || get("state");
+    let scope = move || get("scope").unwrap_or_else(|| "team".to_string());
+    let page_query = move || JobsPageQuery {
+        state: state(),
+        scope: Some(scope()),
+        q: get("q"),
+        pool: get("pool"),
+        user: get("user"),
+        team: get("team"),
+        from: get("from"),
+        to: get("to"),
+        cursor: get("cursor"),
     };
     let list = Resource::new(
-        move || (state(), scope(), live.version.get()),
-        |(state, scope, _)| list_jobs(state, Some(scope)),
+        move || (page_query(), live.version.get()),
+        |(q, _)| list_jobs(q),
     );
-    let link = move |new_state: Option<&str>, new_scope: Option<&str>| {
-        let st = new_state.map(str::to_string).or_else(state);
-        let sc = new_scope.map(str::to_string).unwrap_or_else(scope);
-        match st.as_deref() {
-            Some("all") | None => format!("/jobs?scope={sc}"),
-            Some(s) => format!("/jobs?scope={sc}&state={s}"),
+    let pools = Resource::new(|| (), |_| list_pools());
+    // A link to this page with `changes` applied to the current query; any change starts
+    // again at the first page.
+    let link = move |changes: &[(&str, Option<&str>)]| {
+        let mut parts = Vec::new();
+        for k in KEYS {
+            let v = match changes.iter().find(|(c, _)| *c == k) {
+                Some((_, v)) => v.map(str::to_string),
+                None if k == "cursor" => None,
+                None => get(k),
+            };
+            if let Some(v) = v.filter(|v| !v.is_empty() && v != "all") {
+                parts.push(format!("{k}={}", encode(&v)));
+            }
+        }
+        if parts.is_empty() {
+            "/jobs".to_string()
+        } else {
+            format!("/jobs?{}", parts.join("&"))
         }
     };
-    let can_launch = use_viewer().is_some_and(|v| v.can_launch());
+    let viewer = use_viewer();
+    let can_launch = viewer.as_ref().is_some_and(|v| v.can_launch());
+    let is_admin = viewer.as_ref().is_some_and(|v| v.is_admin);
+    let searching = move || {
+        ["q", "pool", "user", "team", "from", "to"]
+            .iter()
+            .any(|k| get(k).is_some())
+    };
     view! {
         <div class="page-head">
             <h1>"Jobs"</h1>
@@ -57,12 +90,17 @@ fn Jobs() -> impl IntoView {
                     .map(|s| {
                         view! {
                             <a
-                                href=move || link(None, Some(s))
+                                href=move || link(&[("scope", Some(s))])
                                 class="chip"
                                 class:active=move || scope() == s
                                 aria-current=move || (scope() == s).then_some("true")
+                                data-testid=format!("scope-{s}")
                             >
-                                {if s == "mine" { "Mine" } else { "My team" }}
+                                {match (s, is_admin) {
+                                    ("mine", _) => "Mine",
+                                    (_, true) => "All teams",
+                                    _ => "My team",
+                                }}
                             </a>
                         }
                     })
@@ -70,7 +108,7 @@ fn Jobs() -> impl IntoView {
             </span>
             <span class="filter-group">
                 <a
-                    href=move || link(Some("all"), None)
+                    href=move || link(&[("state", None)])
                     class="chip"
                     class:active=move || state().is_none()
                     data-testid="filter-all"
@@ -82,7 +120,7 @@ fn Jobs() -> impl IntoView {
                     .map(|s| {
                         view! {
                             <a
-                                href=move || link(Some(s.as_str()), None)
+                                href=move || link(&[("state", Some(s.as_str()))])
                                 class="chip"
                                 class:active=move || state().as_deref() == Some(s.as_str())
                                 data-testid=format!("filter-{}", s.as_str())
@@ -94,10 +132,57 @@ fn Jobs() -> impl IntoView {
                     .collect_view()}
             </span>
         </nav>
+        // A plain GET form: it works before the page is interactive, and the query it
+        // makes is the page's URL.
+        <form class="filters job-search" method="get" action="/jobs" data-testid="job-search">
+            {move || state().map(|s| view! { <input type="hidden" name="state" value=s/> })}
+            <input type="hidden" name="scope" value=scope/>
+            <label class="grow">"Search "
+                <input type="search" name="q" placeholder="name, template or user" data-testid="search-q" prop:value=move || get("q").unwrap_or_default()/>
+            </label>
+            <Suspense fallback=|| ()>
+                {move || Suspend::new(async move {
+                    let names: Vec<String> = pools.await.unwrap_or_default().into_iter().map(|p| p.name).collect();
+                    let chosen = get("pool").unwrap_or_default();
+                    view! {
+                        <label>"Pool "
+                            <select name="pool" data-testid="search-pool">
+                                <option value="" selected=chosen.is_empty()>"any"</option>
+                                {names.into_iter().map(|n| {
+                                    let selected = n == chosen;
+                                    view! { <option value=n.clone() selected=selected>{n.clone()}</option> }
+                                }).collect_view()}
+                            </select>
+                        </label>
+                    }
+                })}
+            </Suspense>
+            <label>"User " <input name="user" size="10" placeholder="e.g. alice" data-testid="search-user" prop:value=move || get("user").unwrap_or_default()/></label>
+            {is_admin.then(|| view! {
+                <label>"Team " <input name="team" size="10" placeholder="e.g. nlp" data-testid="search-team" prop:value=move || get("team").unwrap_or_default()/></label>
+            })}
+            <label>"Submitted from " <input type="date" name="from" data-testid="search-from" prop:value=move || get("from").unwrap_or_default()/></label>
+            <label>"to " <input type="date" name="to" data-testid="search-to" prop:value=move || get("to").unwrap_or_default()/></label>
+            <button class="button" type="submit" data-testid="search-submit">"Search"</button>
+            {move || searching().then(|| view! {
+                <a class="button" href=link(&[("q", None), ("pool", None), ("user", None), ("team", None), ("from", None), ("to", None)]) data-testid="search-clear">"Clear"</a>
+            })}
+        </form>
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 loaded(list).await.map(|r| match r {
-                    Ok(l) => view! { <JobTable list=l can_launch/> }.into_any(),
+                    Ok(l) => {
+                        let older = l.next_cursor.clone().map(|c| link(&[("cursor", Some(c.as_str()))]));
+                        let newest = get("cursor").map(|_| link(&[("cursor", None)]));
+                        view! {
+                            <PageLine list=l.clone() first_page=newest.is_none()/>
+                            <JobTable list=l can_launch show_team=is_admin searching=searching()/>
+                            <nav class="pager" aria-label="Pages">
+                                {newest.map(|h| view! { <a class="button" href=h data-testid="page-newest">"← Newest"</a> })}
+                                {older.map(|h| view! { <a class="button" href=h data-testid="page-older">"Older jobs →"</a> })}
+                            </nav>
+                        }.into_any()
+                    }
                     Err(e) => view! { <PageError err=e/> }.into_any(),
                 })
             })}
@@ -105,14 +190,55 @@ fn Jobs() -> impl IntoView {
     }
 }
 
+/// "50 of 253 jobs, newest first": how much of the list this page is.
 #[component]
-fn JobTable(list: JobList, can_launch: bool) -> impl IntoView {
+fn PageLine(list: JobList, first_page: bool) -> impl IntoView {
+    let shown = list.jobs.len() as u64;
+    let text = if list.total == 0 {
+        String::new()
+    } else if shown == list.total {
+        format!(
+            "{} job{}, newest first",
+            format::thousands(list.total),
+            if list.total == 1 { "" } else { "s" }
+        )
+    } else {
+        format!(
+            "{} of {} jobs{}, newest first",
+            format::thousands(shown),
+            format::thousands(list.total),
+            if first_page { "" } else { " (an older page)" }
+        )
+    };
+    view! { <p class="muted small" data-testid="jobs-count">{text}</p> }
+}
+
+/// Percent-encodes a query value.
+fn encode(v: &str) -> String {
+    let mut out = String::new();
+    for b in v.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+#[component]
+fn JobTable(list: JobList, can_launch: bool, show_team: bool, searching: bool) -> impl IntoView {
     let live = use_live();
     let page_now = list.now;
     if list.jobs.is_empty() {
         return view! {
-            <div class="empty panel">
-                <p>"No jobs match. Jobs you and your team launch show up here."</p>
+            <div class="empty panel" data-testid="jobs-empty">
+                {if searching {
+                    view! { <p>"No jobs match this search. Try fewer words or a wider date range."</p> }.into_any()
+                } else {
+                    view! { <p>"No jobs match. Jobs you and your team launch show up here."</p> }.into_any()
+                }}
                 {can_launch.then(|| view! { <a class="button" href="/launch">"Launch one"</a> })}
             </div>
         }
@@ -128,6 +254,7 @@ fn JobTable(list: JobList, can_launch: bool) -> impl IntoView {
                     <th>"Name"</th>
                     <th>"Template"</th>
                     <th>"User"</th>
+                    {show_team.then(|| view! { <th>"Team"</th> })}
                     <th class="num">"GPUs"</th>
                     <th>"Pool"</th>
                     <th>"Position / elapsed"</th>
@@ -151,6 +278,7 @@ fn JobTable(list: JobList, can_launch: bool) -> impl IntoView {
                                 <td><a href=format!("/jobs/{}", j.id)>{j.name.clone()}</a></td>
                                 <td>{j.template.clone()}</td>
                                 <td>{j.user.clone()}</td>
+                                {show_team.then(|| view! { <td data-testid="job-team">{j.team.clone()}</td> })}
                                 <td class="num">{format::gpus_nodes(j.gpus)}</td>
                                 <td>{j.pool.clone()}</td>
                                 <td class="num">{progress}</td>

@@ -128,7 +128,8 @@ fn Report(v: UsageView) -> impl IntoView {
             view! { <p class="empty" data-testid="usage-empty">"No GPU-hours in this range yet: nothing ran."</p> }.into_any()
         } else {
             view! {
-                <div class="chart" data-testid="usage-chart" inner_html=v.chart_svg.clone()></div>
+                <div class="chart chart-wide" data-testid="usage-chart" inner_html=v.chart_svg.clone()></div>
+                <div class="chart chart-narrow" data-testid="usage-chart-narrow" inner_html=v.chart_svg_narrow.clone()></div>
             }.into_any()
         }}
         <div class="two-col">

@@ -23,7 +23,47 @@ pub(super) async fn insert_audit(
     Ok(())
 }
 
+/// The `WHERE` clause of an audit read and its arguments.
+fn audit_where(f: &AuditFilter, with_cursor: bool) -> (String, Vec<String>) {
+    let mut sql = " WHERE 1 = 1".to_string();
+    let mut binds: Vec<String> = Vec::new();
+    if let Some(a) = &f.actor {
+        binds.push(a.clone());
+        sql.push_str(&format!(" AND actor = ${}", binds.len()));
+    }
+    if let Some(a) = &f.action {
+        binds.push(a.clone());
+        sql.push_str(&format!(" AND action = ${}", binds.len()));
+    }
+    if let Some(t) = &f.target {
+        binds.push(format!("{}%", t.replace('%', "")));
+        sql.push_str(&format!(" AND target LIKE ${}", binds.len()));
+    }
+    if let (true, Some((at, id))) = (with_cursor, &f.after) {
+        let at = ms(*at);
+        binds.push(id.clone());
+        sql.push_str(&format!(
+            " AND (at < {at} OR (at = {at} AND audit_id < ${}))",
+            binds.len()
+        ));
+    }
+    (sql, binds)
+}
+
 impl Db {
+    /// How many entries `f`'s filters select, on every page.
+    pub async fn count_audit(&self, f: &AuditFilter) -> Result<u64> {
+        let (filter, binds) = audit_where(f, false);
+        let sql = format!("SELECT COUNT(*) AS n FROM audit{filter}");
+        let mut q = sqlx::query(&sql);
+        for b in &binds {
+            q = q.bind(b);
+        }
+        let row = q.fetch_one(&self.pool).await.map_err(map_err)?;
+        let n: i64 = row.try_get("n")?;
+        Ok(n.max(0) as u64)
+    }
+
     pub async fn append_audit(&self, a: &AuditEntry) -> Result<()> {
         let mut tx = self.begin_write().await?;
         insert_audit(&mut tx, a).await?;
@@ -31,26 +71,14 @@ impl Db {
         Ok(())
     }
 
-    /// The audit log, newest first, filtered by exact actor / action and target prefix.
+    /// The audit log, newest first, filtered by exact actor / action and target prefix, from
+    /// the place `f.after` names.
     pub async fn audit(&self, f: &AuditFilter) -> Result<Vec<AuditEntry>> {
-        let mut sql = "SELECT audit_id, at, actor, action, target, before, after, address FROM audit WHERE 1 = 1".to_string();
-        let mut binds: Vec<String> = Vec::new();
-        if let Some(a) = &f.actor {
-            binds.push(a.clone());
-            sql.push_str(&format!(" AND actor = ${}", binds.len()));
-        }
-        if let Some(a) = &f.action {
-            binds.push(a.clone());
-            sql.push_str(&format!(" AND action = ${}", binds.len()));
-        }
-        if let Some(t) = &f.target {
-            binds.push(format!("{}%", t.replace('%', "")));
-            sql.push_str(&format!(" AND target LIKE ${}", binds.len()));
-        }
-        sql.push_str(&format!(
-            " ORDER BY at DESC, audit_id DESC LIMIT {}",
-            f.limit.clamp(1, 10_000)
-        ));
+        let (filter, binds) = audit_where(f, true);
+        let sql = format!(
+            "SELECT audit_id, at, actor, action, target, before, after, address FROM audit{filter} ORDER BY at DESC, audit_id DESC LIMIT {}",
+            f.limit.clamp(1, 100_000)
+        );
         let mut q = sqlx::query(&sql);
         for b in &binds {
             q = q.bind(b);

@@ -107,12 +107,94 @@ pub struct Transition<'a> {
     pub kind: Option<&'a str>,
 }
 
+/// Which jobs a list reads: filters, then a page of them, newest first.
 #[derive(Clone, Debug, Default)]
 pub struct JobQuery {
     pub teams: Option<Vec<String>>,
     pub user: Option<String>,
     pub state: Option<JobState>,
+    /// Only queued, admitted and running jobs.
+    pub active: bool,
+    pub pool: Option<String>,
+    /// Jobs whose name, template or user contains this, ignoring case.
+    pub text: Option<String>,
+    /// Submitted at or after / before these times.
+    pub from: Option<DateTime<Utc>>,
+    pub until: Option<DateTime<Utc>>,
+    /// Keyset: only jobs after this one in the order (submitted, id), both descending.
+    pub after: Option<(DateTime<Utc>, String)>,
     pub limit: i64,
+}
+
+/// `%text%` for `LIKE ... ESCAPE '\'`, lowercased, its own wildcards escaped.
+fn like_pattern(text: &str) -> String {
+    let mut p = String::from("%");
+    for c in text.to_lowercase().chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
+/// The `WHERE` clause of a job list and its arguments (strings; numbers are bound as text
+/// where the column is text, and written in where they are not).
+fn job_where(q: &JobQuery, with_cursor: bool) -> Option<(String, Vec<String>)> {
+    let mut sql = String::from(" WHERE 1 = 1");
+    let mut args: Vec<String> = Vec::new();
+    let arg = |args: &mut Vec<String>, v: String| {
+        args.push(v);
+        format!("${}", args.len())
+    };
+    if let Some(teams) = &q.teams {
+        if teams.is_empty() {
+            return None;
+        }
+        let marks: Vec<String> = teams.iter().map(|t| arg(&mut args, t.clone())).collect();
+        sql.push_str(&format!(" AND team_id IN ({})", marks.join(", ")));
+    }
+    if let Some(user) = &q.user {
+        let m = arg(&mut args, user.clone());
+        sql.push_str(&format!(" AND user_id = {m}"));
+    }
+    if let Some(state) = q.state {
+        let m = arg(&mut args, state.as_str().to_string());
+        sql.push_str(&format!(" AND state = {m}"));
+    }
+    if q.active {
+        sql.push_str(" AND state IN ('queued', 'admitted', 'running')");
+    }
+    if let Some(pool) = &q.pool {
+        let m = arg(&mut args, pool.clone());
+        sql.push_str(&format!(" AND pool_id = {m}"));
+    }
+    if let Some(text) = q.text.as_deref().filter(|t| !t.is_empty()) {
+        let p = like_pattern(text);
+        let (a, b, c) = (
+            arg(&mut args, p.clone()),
+            arg(&mut args, p.clone()),
+            arg(&mut args, p),
+        );
+        sql.push_str(&format!(
+            " AND (LOWER(name) LIKE {a} ESCAPE '\\' OR LOWER(template_id) LIKE {b} ESCAPE '\\' OR LOWER(user_id) LIKE {c} ESCAPE '\\')"
+        ));
+    }
+    if let Some(from) = q.from {
+        sql.push_str(&format!(" AND created_at >= {}", ms(from)));
+    }
+    if let Some(until) = q.until {
+        sql.push_str(&format!(" AND created_at < {}", ms(until)));
+    }
+    if let (true, Some((at, id))) = (with_cursor, &q.after) {
+        let at = ms(*at);
+        let m = arg(&mut args, id.clone());
+        sql.push_str(&format!(
+            " AND (created_at < {at} OR (created_at = {at} AND job_id < {m}))"
+        ));
+    }
+    Some((sql, args))
 }
 
 pub(super) async fn insert_event(
@@ -274,40 +356,36 @@ impl Db {
         job_from_row(&row)
     }
 
+    /// A page of jobs, newest first (submission time, then id), as `q` selects.
     pub async fn list_jobs(&self, q: &JobQuery) -> Result<Vec<JobRow>> {
-        let mut sql = format!("SELECT {JOB_COLUMNS} FROM job WHERE 1 = 1");
-        let mut args: Vec<String> = Vec::new();
-        if let Some(teams) = &q.teams {
-            if teams.is_empty() {
-                return Ok(Vec::new());
-            }
-            let marks: Vec<String> = teams
-                .iter()
-                .map(|t| {
-                    args.push(t.clone());
-                    format!("${}", args.len())
-                })
-                .collect();
-            sql.push_str(&format!(" AND team_id IN ({})", marks.join(", ")));
-        }
-        if let Some(user) = &q.user {
-            args.push(user.clone());
-            sql.push_str(&format!(" AND user_id = ${}", args.len()));
-        }
-        if let Some(state) = q.state {
-            args.push(state.as_str().to_string());
-            sql.push_str(&format!(" AND state = ${}", args.len()));
-        }
-        sql.push_str(&format!(
-            " ORDER BY created_at DESC, job_id DESC LIMIT {}",
+        let Some((filter, args)) = job_where(q, true) else {
+            return Ok(Vec::new());
+        };
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM job{filter} ORDER BY created_at DESC, job_id DESC LIMIT {}",
             q.limit.clamp(1, 1000)
-        ));
+        );
         let mut query = sqlx::query(&sql);
         for a in &args {
             query = query.bind(a.as_str());
         }
         let rows = query.fetch_all(&self.pool).await.map_err(map_err)?;
         rows.iter().map(job_from_row).collect()
+    }
+
+    /// How many jobs `q`'s filters select, on every page.
+    pub async fn count_jobs(&self, q: &JobQuery) -> Result<u64> {
+        let Some((filter, args)) = job_where(q, false) else {
+            return Ok(0);
+        };
+        let sql = format!("SELECT COUNT(*) AS n FROM job{filter}");
+        let mut query = sqlx::query(&sql);
+        for a in &args {
+            query = query.bind(a.as_str());
+        }
+        let row = query.fetch_one(&self.pool).await.map_err(map_err)?;
+        let n: i64 = row.try_get("n")?;
+        Ok(n.max(0) as u64)
     }
 
     /// Queued, admitted and running jobs, oldest first.

@@ -363,6 +363,21 @@ mod tests;
 /// Stacked bars of allocated GPU-hours per bucket, one colour per group, and the
 /// efficiency (used ÷ measured) of each bucket as a line on a 0–100 % axis on the right.
 pub fn chart_svg(rows: &[UsageRow], group_by: GroupBy, bucket: Bucket) -> String {
+    chart_svg_sized(rows, group_by, bucket, (860, 370))
+}
+
+/// The chart drawn for a phone's width: the same text sizes on a narrower canvas, so the
+/// text stays readable when it is scaled to the screen.
+pub fn chart_svg_narrow(rows: &[UsageRow], group_by: GroupBy, bucket: Bucket) -> String {
+    chart_svg_sized(rows, group_by, bucket, (420, 380))
+}
+
+fn chart_svg_sized(
+    rows: &[UsageRow],
+    group_by: GroupBy,
+    bucket: Bucket,
+    (width, height): (u32, u32),
+) -> String {
     use plotters::prelude::*;
     let buckets: Vec<NaiveDate> = {
         let mut b: Vec<NaiveDate> = rows.iter().map(|r| r.bucket_start).collect();
@@ -396,15 +411,15 @@ pub fn chart_svg(rows: &[UsageRow], group_by: GroupBy, bucket: Bucket) -> String
     let per = bucket.as_str();
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (860, 370)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
         let _ = root.fill(&WHITE);
-        let _ = root.draw(&Text::new(
-            format!("GPU-hours allocated per {per}, by {}", group_by.as_str()),
-            (300, 10),
-            ("sans-serif", 16),
-        ));
-        // The legend in a row under the title, so it never hides a bar or the line.
-        let mut x = 90;
+        let title = format!("GPU-hours allocated per {per}, by {}", group_by.as_str());
+        let title_x = (width as i32 - 8 * title.chars().count() as i32).max(16) / 2;
+        let _ = root.draw(&Text::new(title, (title_x, 10), ("sans-serif", 16)));
+        // The legend in rows under the title, so it never hides a bar or the line.
+        let narrow = width < 600;
+        let mut x = if narrow { 16 } else { 90 };
+        let mut y = 34;
         let entries = groups
             .iter()
             .enumerate()
@@ -414,33 +429,42 @@ pub fn chart_svg(rows: &[UsageRow], group_by: GroupBy, bucket: Bucket) -> String
                 None,
             )));
         for (label, color) in entries {
+            let w = 16 + 7 * label.chars().count() as i32 + 18;
+            if x + w > width as i32 && x > 16 {
+                x = 16;
+                y += 18;
+            }
             match color {
                 Some(c) => {
-                    let _ = root.draw(&Rectangle::new([(x, 34), (x + 11, 45)], c.filled()));
+                    let _ = root.draw(&Rectangle::new([(x, y), (x + 11, y + 11)], c.filled()));
                 }
                 None => {
                     let _ = root.draw(&PathElement::new(
-                        vec![(x - 2, 40), (x + 12, 40)],
+                        vec![(x - 2, y + 6), (x + 12, y + 6)],
                         RGBColor(20, 24, 32).stroke_width(2),
                     ));
                 }
             }
-            let _ = root.draw(&Text::new(label.clone(), (x + 16, 33), ("sans-serif", 13)));
-            x += 16 + 7 * label.chars().count() as i32 + 18;
+            let _ = root.draw(&Text::new(
+                label.clone(),
+                (x + 16, y - 1),
+                ("sans-serif", 13),
+            ));
+            x += w;
         }
         let mut chart = match ChartBuilder::on(&root)
             .margin(12)
-            .margin_top(58)
+            .margin_top((y + 24) as u32)
             .x_label_area_size(40)
-            .y_label_area_size(84)
-            .right_y_label_area_size(56)
+            .y_label_area_size(if narrow { 70 } else { 84 })
+            .right_y_label_area_size(if narrow { 44 } else { 56 })
             .build_cartesian_2d(-0.5..n as f64 - 0.5, 0.0..top)
         {
             Ok(c) => c.set_secondary_coord(-0.5..n as f64 - 0.5, 0.0..100.0),
             Err(_) => return String::new(),
         };
         let labels = buckets.clone();
-        let every = n.div_ceil(8).max(1);
+        let every = n.div_ceil(if narrow { 4 } else { 8 }).max(1);
         let _ = chart
             .configure_mesh()
             .disable_x_mesh()

@@ -37,5 +37,7 @@ pub struct AuditFilter {
     pub action: Option<String>,
     /// Entries whose target starts with this.
     pub target: Option<String>,
+    /// Keyset: only entries after this one in the order (time, id), both descending.
+    pub after: Option<(chrono::DateTime<chrono::Utc>, String)>,
     pub limit: i64,
 }

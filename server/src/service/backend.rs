@@ -101,8 +101,9 @@ impl Backend for Portal {
         actor: Option<String>,
         action: Option<String>,
         target: Option<String>,
-    ) -> Result<Vec<AuditRecord>, ApiError> {
-        Portal::audit_records(self, viewer, actor, action, target)
+        cursor: Option<String>,
+    ) -> Result<AuditList, ApiError> {
+        Portal::audit_records(self, viewer, actor, action, target, cursor)
             .await
             .map_err(ApiError::from)
     }

@@ -220,8 +220,40 @@ impl Portal {
         Ok(self.to_jobs(viewer, vec![row], true).await?.remove(0))
     }
 
+    /// A page of the jobs the viewer may see that `filter` selects, newest first, with how
+    /// many there are in all and the cursor of the next page.
     pub async fn list_jobs(&self, viewer: &Viewer, filter: JobFilter) -> Result<JobList, Error> {
-        crate::input::single_line_opt("team", filter.team.as_deref())?;
+        for (field, v) in [
+            ("team", &filter.team),
+            ("user", &filter.user),
+            ("pool", &filter.pool),
+            ("q", &filter.q),
+        ] {
+            crate::input::single_line_opt(field, v.as_deref())?;
+        }
+        let limit = super::page::page_size(filter.limit)?;
+        let text = filter.q.as_deref().map(str::trim).filter(|t| !t.is_empty());
+        if text.is_some_and(|t| t.chars().count() > 200) {
+            return Err(Error::invalid("q", "at most 200 characters"));
+        }
+        let from = filter
+            .from
+            .as_deref()
+            .map(|v| day_or_time("from", v, false))
+            .transpose()?
+            .flatten();
+        let until = filter
+            .to
+            .as_deref()
+            .map(|v| day_or_time("to", v, true))
+            .transpose()?
+            .flatten();
+        if let (Some(f), Some(u)) = (from, until) {
+            if u <= f {
+                return Err(Error::invalid("to", "must not be before 'from'"));
+            }
+        }
+        let after = super::page::cursor_place(filter.cursor.as_deref())?;
         let teams = match &filter.team {
             Some(t) if Self::may_see(viewer, t) => Some(vec![t.clone()]),
             Some(t) => {
@@ -233,17 +265,38 @@ impl Portal {
             None if viewer.is_admin => None,
             None => Some(viewer.teams.iter().map(|m| m.team.clone()).collect()),
         };
-        let rows = self
-            .db
-            .list_jobs(&JobQuery {
-                teams,
-                user: filter.mine.then(|| viewer.user.clone()),
-                state: filter.state,
-                limit: 500,
-            })
-            .await?;
+        let user = if filter.mine {
+            Some(viewer.user.clone())
+        } else {
+            filter.user.clone().filter(|u| !u.is_empty())
+        };
+        let mut q = JobQuery {
+            teams,
+            user,
+            state: filter.state,
+            active: filter.active,
+            pool: filter.pool.clone().filter(|p| !p.is_empty()),
+            text: text.map(String::from),
+            from,
+            until,
+            after,
+            // One more than a page: whether there is a next page.
+            limit: i64::from(limit) + 1,
+        };
+        let mut rows = self.db.list_jobs(&q).await?;
+        let next_cursor = if rows.len() > limit as usize {
+            rows.truncate(limit as usize);
+            rows.last()
+                .map(|r| super::page::encode_cursor(r.created_at, &r.id))
+        } else {
+            None
+        };
+        q.after = None;
+        let total = self.db.count_jobs(&q).await?;
         Ok(JobList {
             jobs: self.to_jobs(viewer, rows, false).await?,
+            total,
+            next_cursor,
             now: self.cluster.now(),
         })
     }
@@ -313,20 +366,67 @@ impl Portal {
                 viewer,
                 JobFilter {
                     mine: true,
+                    active: true,
+                    limit: Some(super::page::PAGE_MAX),
                     ..Default::default()
                 },
             )
             .await?;
         Ok(HomeView {
             viewer: viewer.clone(),
-            active_jobs: mine
-                .jobs
-                .into_iter()
-                .filter(|j| j.state.is_active())
-                .collect(),
+            active_jobs: mine.jobs,
             quotas: self.quota_use(viewer).await?,
             pools: self.list_pools(viewer).await?,
             now: self.cluster.now(),
         })
+    }
+}
+
+/// `2026-12-01` (a UTC day: its start, or for an end the start of the next day) or an
+/// RFC 3339 time; empty is no bound.
+fn day_or_time(field: &str, v: &str, end: bool) -> Result<Option<DateTime<Utc>>, Error> {
+    let v = v.trim();
+    if v.is_empty() {
+        return Ok(None);
+    }
+    if let Ok(t) = DateTime::parse_from_rfc3339(v) {
+        return Ok(Some(t.with_timezone(&Utc)));
+    }
+    let day = chrono::NaiveDate::parse_from_str(v, "%Y-%m-%d").map_err(|_| {
+        Error::invalid(
+            field,
+            "a day as 2026-12-01 (UTC) or an RFC 3339 time such as 2026-12-01T09:30:00Z",
+        )
+    })?;
+    let day = if end {
+        day.succ_opt().unwrap_or(day)
+    } else {
+        day
+    };
+    Ok(Some(day.and_time(chrono::NaiveTime::MIN).and_utc()))
+}
+
+#[cfg(test)]
+mod page_tests {
+    use super::*;
+
+    #[test]
+    fn days_bound_whole_utc_days() {
+        let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
+        assert_eq!(
+            day_or_time("from", "2026-12-01", false).unwrap(),
+            Some(t("2026-12-01T00:00:00Z"))
+        );
+        assert_eq!(
+            day_or_time("to", "2026-12-01", true).unwrap(),
+            Some(t("2026-12-02T00:00:00Z"))
+        );
+        assert_eq!(
+            day_or_time("to", "2026-12-01T09:30:00+01:00", true).unwrap(),
+            Some(t("2026-12-01T08:30:00Z"))
+        );
+        assert_eq!(day_or_time("from", " ", false).unwrap(), None);
+        let e = day_or_time("from", "yesterday", false).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("from"));
     }
 }

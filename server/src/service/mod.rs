@@ -1,5 +1,5 @@
 //! The services behind every page and API route, one file per area: launch, jobs, quotas,
-//! templates, usage, gpu, identity, audit, live. Each method checks who may do it; the JSON
+//! templates, usage, gpu, identity, audit, live, logs, notify; `page` is the cursor of long lists. Each method checks who may do it; the JSON
 //! handlers and the server functions ([`backend`]) call the same method and stay thin.
 
 mod audit;
@@ -11,6 +11,7 @@ mod launch;
 mod live;
 mod logs;
 mod notify;
+pub mod page;
 mod quotas;
 pub mod session;
 mod templates;
@@ -21,6 +22,7 @@ pub use usage::grouping;
 pub use launch::{stored_workload, workload_of};
 pub use live::LiveChange;
 pub use logs::log_source;
+pub use page::{PAGE_DEFAULT, PAGE_MAX};
 pub use quotas::{parse_strategy, QuotaEdit};
 
 use std::collections::HashMap;

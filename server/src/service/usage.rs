@@ -182,6 +182,7 @@ impl Portal {
             last_day: today.to_string(),
             time_zone: tz.name().to_string(),
             chart_svg: crate::usage::chart_svg(&rows, g, b),
+            chart_svg_narrow: crate::usage::chart_svg_narrow(&rows, g, b),
             csv_url: format!(
                 "/api/v1/usage?from={from_day}&to={to_day}&group_by={group_by}&bucket={bucket}&format=csv"
             ),

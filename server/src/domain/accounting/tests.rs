@@ -439,6 +439,35 @@ fn the_chart_has_axes_units_a_legend_and_the_efficiency_line() {
         assert!(svg.contains(needle), "{needle} missing");
     }
     assert!(svg.contains("<polyline"), "the efficiency line");
+    // For a phone: a narrower canvas with the same labels, its text drawn at the same sizes
+    // (so about twice as large on the screen as the wide chart's scaled down).
+    let narrow = chart_svg_narrow(&rows, GroupBy::Team, Bucket::Day);
+    assert!(
+        narrow.contains(r#"viewBox="0 0 420 380""#),
+        "{}",
+        &narrow[..200]
+    );
+    assert!(svg.contains(r#"viewBox="0 0 860 370""#));
+    for needle in [
+        "GPU-hours allocated per day, by team",
+        "efficiency (%)",
+        "nlp",
+        "vision",
+        "GPU-h",
+    ] {
+        assert!(
+            narrow.contains(needle),
+            "{needle} missing from the narrow chart"
+        );
+    }
+    let sizes = |svg: &str| -> std::collections::BTreeSet<String> {
+        svg.split(r#"font-size=""#)
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next().map(String::from))
+            .collect()
+    };
+    assert!(!sizes(&svg).is_empty());
+    assert_eq!(sizes(&narrow), sizes(&svg), "the same text sizes");
 }
 
 #[test]

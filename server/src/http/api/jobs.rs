@@ -58,8 +58,18 @@ pub(super) struct JobsQuery {
     team: Option<String>,
     #[serde(default)]
     mine: bool,
+    user: Option<String>,
+    pool: Option<String>,
+    q: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    cursor: Option<String>,
+    limit: Option<String>,
 }
 
+/// `GET /api/v1/jobs`: a page of the jobs the caller may see, newest first, as
+/// `{"jobs": [...], "total": N, "next_cursor": "..." | null, "now": ...}`; the next page is
+/// asked for with `cursor=<next_cursor>` and the same filters.
 pub(super) async fn list_jobs(
     State(state): State<AppState>,
     ApiViewer(v): ApiViewer,
@@ -71,6 +81,18 @@ pub(super) async fn list_jobs(
             ApiError::invalid("state", format!("unknown state '{s}'; one of queued, admitted, running, succeeded, failed, cancelled"))
         })?),
     };
+    let limit = match q.limit.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(l) => Some(l.parse::<u32>().map_err(|_| {
+            ApiError::invalid(
+                "limit",
+                format!(
+                    "a number of jobs per page from 1 to {}",
+                    crate::service::PAGE_MAX
+                ),
+            )
+        })?),
+    };
     let list = state
         .portal
         .list_jobs(
@@ -79,10 +101,18 @@ pub(super) async fn list_jobs(
                 state: state_filter,
                 team: q.team,
                 mine: q.mine,
+                active: false,
+                user: q.user,
+                pool: q.pool,
+                q: q.q,
+                from: q.from,
+                to: q.to,
+                cursor: q.cursor,
+                limit,
             },
         )
         .await?;
-    Ok(Json(list.jobs))
+    Ok(Json(list))
 }
 
 pub(super) async fn get_job(
