@@ -79,9 +79,30 @@ pub fn App() -> impl IntoView {
 fn NavBar() -> impl IntoView {
     let viewer = expect_context::<ViewerResource>();
     let live = crate::live::use_live();
+    // On a phone the links, the person and Sign out fold into a menu: a checkbox and its
+    // label, so it opens before the app has hydrated too; it closes on every navigation.
+    let menu_open = RwSignal::new(false);
+    let location = leptos_router::hooks::use_location();
+    Effect::new(move |_| {
+        location.pathname.track();
+        menu_open.set(false);
+    });
     view! {
         <header class="topbar">
             <a class="brand" href="/">"Gantry"</a>
+            <input
+                type="checkbox"
+                id="menu-open"
+                class="menu-open"
+                aria-hidden="true"
+                tabindex="-1"
+                prop:checked=move || menu_open.get()
+                on:change=move |ev| menu_open.set(event_target_checked(&ev))
+            />
+            <label for="menu-open" class="menu-toggle button" data-testid="menu-toggle" aria-label="Menu">
+                "☰ Menu"
+            </label>
+            <div class="menu">
             <nav aria-label="Main">
                 <A href="/" exact=true>"Home"</A>
                 // Not for an admin in no team: Launch would refuse them.
@@ -147,6 +168,7 @@ fn NavBar() -> impl IntoView {
                     }
                 })}
             </Transition>
+            </div>
         </header>
     }
 }

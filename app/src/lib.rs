@@ -18,4 +18,12 @@ pub mod backend;
 pub fn hydrate() {
     console_error_panic_hook::set_once();
     leptos::mount::hydrate_body(app::App);
+    // From here on the page's controls work: `style/main.css` shows them unavailable until
+    // then, so a click made while the wasm loads is visibly not taken rather than lost.
+    if let Some(root) = web_sys::window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.document_element())
+    {
+        let _ = root.class_list().add_1("hydrated");
+    }
 }

@@ -119,7 +119,11 @@ test.describe.serial("launch, watch the queue, cancel", () => {
     await signIn(page, "alice");
     await page.route("**/*.wasm", (route) => route.abort());
     await page.goto("/launch/mistral-7b-sft");
-    await page.getByTestId("launch-submit").click();
+    // Without the app the button shows itself unavailable (it takes no pointer), and a click
+    // forced onto it launches nothing.
+    const submit = page.getByTestId("launch-submit");
+    expect(await submit.evaluate((e) => getComputedStyle(e).pointerEvents)).toBe("none");
+    await submit.click({ force: true });
     await page.waitForTimeout(1500);
     await expect(page).toHaveURL(/\/launch\/mistral-7b-sft/);
   });

@@ -1,0 +1,69 @@
+import { SHOTS, apiAs, cancelEverything, expect, hydrated, launch, signIn, test } from "./helpers";
+
+// On a slow link the server-rendered page shows long before the wasm app makes it work. A
+// click in between must not be lost in silence: the controls show themselves unavailable
+// until the app has hydrated, and then they work.
+test("a click before the page is interactive is visibly not taken, then the button works", async ({ page, baseURL }) => {
+  await cancelEverything(baseURL!);
+  const alice = await apiAs(baseURL!, "alice");
+  const job = await launch(alice, { template: "mistral-7b-sft", gpus: 8, pool: "hgx-h100", name: "e2e-early-click" });
+  await signIn(page, "alice");
+
+  // 20 Mbit/s with 40 ms of latency, and no cache: the wasm takes seconds to arrive.
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("Network.enable");
+  await cdp.send("Network.setCacheDisabled", { cacheDisabled: true });
+  await cdp.send("Network.emulateNetworkConditions", {
+    offline: false,
+    latency: 40,
+    downloadThroughput: (20 * 1024 * 1024) / 8,
+    uploadThroughput: (20 * 1024 * 1024) / 8,
+  });
+  await page.goto(`/jobs/${job.id}`, { waitUntil: "commit" });
+  const cancel = page.getByTestId("cancel");
+  await cancel.waitFor();
+  const early = await cancel.evaluate((e) => ({
+    hydrated: document.documentElement.classList.contains("hydrated"),
+    pointer: getComputedStyle(e).pointerEvents,
+    opacity: Number(getComputedStyle(e).opacity),
+    cursor: getComputedStyle(e).cursor,
+  }));
+  expect(early.hydrated, "the check ran before the app hydrated").toBe(false);
+  // Visibly unavailable: dimmed, a busy cursor, and it takes no clicks.
+  expect(early.pointer).toBe("none");
+  expect(early.opacity).toBeLessThan(1);
+  expect(early.cursor).toBe("progress");
+  await page.screenshot({ path: `${SHOTS}/job-before-hydration.png` });
+  await cancel.click({ force: true });
+
+  await hydrated(page);
+  // The early click did nothing behind the person's back: no question asked, nothing cancelled.
+  await expect(page.getByTestId("confirm-cancel")).toHaveCount(0);
+  expect((await (await alice.get(`/api/v1/jobs/${job.id}`)).json()).state).not.toBe("cancelled");
+  const now = await cancel.evaluate((e) => ({ pointer: getComputedStyle(e).pointerEvents, opacity: Number(getComputedStyle(e).opacity) }));
+  expect(now).toEqual({ pointer: "auto", opacity: 1 });
+  // Now the same click is taken.
+  await cancel.click();
+  await page.getByTestId("confirm-cancel").click();
+  await expect(page.getByTestId("job-state")).toHaveText("cancelled");
+  await alice.dispose();
+});
+
+// Plain forms work without the app and stay live while it loads: sign-in is one of them.
+test("sign-in works before the app has hydrated", async ({ page }) => {
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("Network.enable");
+  await cdp.send("Network.setCacheDisabled", { cacheDisabled: true });
+  await cdp.send("Network.emulateNetworkConditions", {
+    offline: false,
+    latency: 40,
+    downloadThroughput: (20 * 1024 * 1024) / 8,
+    uploadThroughput: (20 * 1024 * 1024) / 8,
+  });
+  await page.goto("/login", { waitUntil: "commit" });
+  const button = page.getByTestId("login-alice");
+  await button.waitFor();
+  expect(await button.evaluate((e) => getComputedStyle(e).pointerEvents)).not.toBe("none");
+  await button.click();
+  await expect(page.getByTestId("viewer")).toBeVisible();
+});

@@ -1,0 +1,64 @@
+import { SHOTS, apiAs, cancelEverything, expect, hydrated, launch, signIn, test } from "./helpers";
+
+// A phone, 390 × 844: every page as every role fits the screen's width (the document never
+// scrolls sideways; wide tables scroll inside their own box), and the menu holds the person's
+// name and Sign out.
+const PHONE = { width: 390, height: 844 };
+
+const PAGES: Record<string, string[]> = {
+  alice: ["/", "/jobs", "/jobs?scope=mine&state=queued", "/launch", "/launch/llama-3.1-8b-fsdp", "JOB", "/pools", "/profile"],
+  bob: ["/", "/jobs", "/usage", "/pools", "JOB"],
+  dave: ["/", "/jobs", "/launch", "/profile"],
+  carol: ["/", "/jobs", "JOB", "/pools", "/usage", "/admin/quotas", "/admin/templates", "/admin/audit", "/profile"],
+};
+
+test.describe.configure({ timeout: 240_000 });
+
+for (const [user, paths] of Object.entries(PAGES)) {
+  test(`every page fits a phone's width as ${user}`, async ({ page, baseURL }) => {
+    await cancelEverything(baseURL!);
+    const alice = await apiAs(baseURL!, "alice");
+    const carol = await apiAs(baseURL!, "carol");
+    const job = await launch(alice, { template: "llama-3.1-8b-fsdp", gpus: 16, pool: "hgx-h100", name: "e2e-phone" });
+    expect((await carol.post("/api/v1/sim/advance", { data: { seconds: 600 } })).ok()).toBeTruthy();
+    await signIn(page, user);
+    await page.setViewportSize(PHONE);
+    for (const p of paths) {
+      const path = p === "JOB" ? `/jobs/${job.id}` : p;
+      await page.goto(path);
+      await hydrated(page);
+      const width = await page.evaluate(() => ({
+        doc: document.documentElement.scrollWidth,
+        body: document.body.scrollWidth,
+        view: window.innerWidth,
+        widest: [...document.querySelectorAll("body *")]
+          .map((e) => ({ e, r: e.getBoundingClientRect() }))
+          .filter(({ r }) => r.right > window.innerWidth + 1)
+          .slice(0, 3)
+          .map(({ e, r }) => `${e.tagName.toLowerCase()}.${(e as HTMLElement).className} → ${Math.round(r.right)} px`),
+      }));
+      expect(width.doc, `${path} as ${user}: the page is ${width.doc} px wide (${width.widest.join("; ")})`).toBeLessThanOrEqual(width.view);
+      const name = p === "JOB" ? "job" : path.replace(/[^a-z0-9]+/gi, "-").replace(/^-|-$/g, "") || "home";
+      await page.screenshot({ path: `${SHOTS}/phone-${user}-${name.slice(0, 40)}.png`, fullPage: true });
+    }
+    // The menu holds who is signed in and Sign out, within the screen.
+    await page.goto("/");
+    await hydrated(page);
+    await page.getByTestId("menu-toggle").click();
+    for (const el of [page.getByTestId("viewer"), page.getByRole("button", { name: "Sign out" })]) {
+      await expect(el).toBeVisible();
+      const box = (await el.boundingBox())!;
+      expect(box.x + box.width).toBeLessThanOrEqual(PHONE.width);
+    }
+    await page.screenshot({ path: `${SHOTS}/phone-${user}-menu.png` });
+    await alice.dispose();
+    await carol.dispose();
+  });
+}
+
+test("signed out, the sign-in page fits a phone", async ({ page }) => {
+  await page.setViewportSize(PHONE);
+  await page.goto("/login");
+  const doc = await page.evaluate(() => document.documentElement.scrollWidth);
+  expect(doc).toBeLessThanOrEqual(PHONE.width);
+});
