@@ -7,7 +7,7 @@ WASM_BINDGEN_VERSION := 0.2.130
 export RUSTFLAGS := --cfg erase_components
 E2E_PORT ?= 3100
 
-.PHONY: run test bench setup setup-browser setup-prometheus build lint unit e2e
+.PHONY: run test bench release setup setup-browser setup-prometheus build lint unit e2e
 
 ## run: build and start Gantry on the embedded default at http://127.0.0.1:3000
 run: setup build
@@ -20,6 +20,17 @@ test: setup setup-browser setup-prometheus lint unit build e2e
 bench:
 	cargo bench -p server --bench queue
 	cargo bench -p server --bench usage
+
+# wasm-opt for release builds: binaryen 132 from npm (2 s to install). Never Debian's
+# binaryen 108: it exits 0 but corrupts the wasm (see ../shared/BUILD.md).
+BINARYEN_VERSION := 132.0.0
+TOOLS := $(CURDIR)/target/tools
+
+## release: the optimized server and site (wasm-opt'ed wasm) in target/release and target/site
+release: setup
+	@test -x $(TOOLS)/node_modules/.bin/wasm-opt || npm install --prefix $(TOOLS) --no-audit --no-fund binaryen@$(BINARYEN_VERSION)
+	PATH="$(TOOLS)/node_modules/.bin:$$PATH" cargo leptos build --release
+	@ls -l target/site/pkg/*.wasm
 
 setup:
 	@rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
