@@ -38,6 +38,18 @@ for (const [user, paths] of Object.entries(PAGES)) {
           .map(({ e, r }) => `${e.tagName.toLowerCase()}.${(e as HTMLElement).className} → ${Math.round(r.right)} px`),
       }));
       expect(width.doc, `${path} as ${user}: the page is ${width.doc} px wide (${width.widest.join("; ")})`).toBeLessThanOrEqual(width.view);
+      // Only what cannot be narrower (a table, a chart, a log, code) may scroll inside its
+      // panel; a form or text that does is cut off.
+      const cut = await page.evaluate(() =>
+        [...document.querySelectorAll(".panel")]
+          .filter((p) => p.scrollWidth > p.clientWidth + 1 && !p.querySelector("table, svg, pre, code, .log-view, .heat"))
+          .map((p) => `${(p as HTMLElement).className}: ${p.scrollWidth} px in ${p.clientWidth} px`),
+      );
+      expect(cut, `${path} as ${user}: panels wider than their box`).toEqual([]);
+      if (path.startsWith("/launch/")) {
+        const fit = (await page.getByTestId("fit-line").boundingBox())!;
+        expect(fit.x + fit.width, "the fit line is in view").toBeLessThanOrEqual(PHONE.width);
+      }
       const name = p === "JOB" ? "job" : path.replace(/[^a-z0-9]+/gi, "-").replace(/^-|-$/g, "") || "home";
       await page.screenshot({ path: `${SHOTS}/phone-${user}-${name.slice(0, 40)}.png`, fullPage: true });
     }
@@ -61,4 +73,15 @@ test("signed out, the sign-in page fits a phone", async ({ page }) => {
   await page.goto("/login");
   const doc = await page.evaluate(() => document.documentElement.scrollWidth);
   expect(doc).toBeLessThanOrEqual(PHONE.width);
+});
+
+test("on a wide screen the menu's parts sit in the bar and there is no Menu button", async ({ page }) => {
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await signIn(page, "carol");
+  await hydrated(page);
+  await expect(page.getByTestId("menu-toggle")).toBeHidden();
+  await expect(page.getByRole("link", { name: "Audit log" })).toBeVisible();
+  await expect(page.getByRole("button", { name: "Sign out" })).toBeVisible();
+  expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(1440);
+  await page.screenshot({ path: `${SHOTS}/wide-home.png` });
 });
