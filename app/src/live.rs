@@ -1,15 +1,40 @@
-//! Live updates: one `EventSource` on `/api/v1/events` per page load; pages key their
-//! resources on `Live::version` so they refetch in place when a job moves.
+//! Live updates: one `EventSource` on `/api/v1/events` per page load. Pages refetch in place
+//! only for the changes that concern them ([`Live::throttled`]: a job page for its own job,
+//! or its pool's queue while it waits; lists and summaries at most every few seconds); the
+//! clock ticks move times on the page and refetch nothing but what draws the clock.
 
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 
 use crate::model::LiveEvent;
 
+/// One change the stream told of, as pages filter them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Change {
+    /// Counts the changes seen by this page load.
+    pub seq: u64,
+    /// The job, when the viewer may see it.
+    pub job_id: String,
+    pub user: String,
+    /// The pool whose queue may have moved.
+    pub pool: String,
+    /// A notification was written for the viewer.
+    pub notify: bool,
+}
+
+impl Change {
+    /// Changes were missed (or the page asked): everything may have moved.
+    pub fn is_everything(&self) -> bool {
+        self.job_id.is_empty() && self.pool.is_empty()
+    }
+}
+
 #[derive(Clone, Copy)]
 pub struct Live {
     /// Bumped on every job change the viewer may see.
     pub version: RwSignal<u64>,
+    /// The last change, for pages that refetch only for what concerns them.
+    pub last: RwSignal<Change>,
     /// The cluster clock from the last event or tick.
     pub now: RwSignal<Option<DateTime<Utc>>>,
     /// Whether the stream is connected (shown as a small "live" dot).
@@ -24,12 +49,94 @@ impl Live {
             _ => page_now,
         }
     }
+
+    /// Tells this page's parts that `job_id` changed (after this page changed it itself).
+    pub fn poke(&self, job_id: &str) {
+        let seq = self.last.with_untracked(|c| c.seq) + 1;
+        self.last.set(Change {
+            seq,
+            job_id: job_id.to_string(),
+            ..Default::default()
+        });
+        self.version.update(|v| *v += 1);
+    }
+
+    /// A counter for a page's resources to key on: bumped when a change for which `wanted`
+    /// answers true arrives (at once when none was in the last `every`; else once at the end
+    /// of it, for all the changes in between). On the server it never moves.
+    pub fn throttled(
+        &self,
+        every: std::time::Duration,
+        wanted: impl Fn(&Change) -> bool + Send + Sync + 'static,
+    ) -> RwSignal<u64> {
+        let last = self.last;
+        throttle(every, move || {
+            last.with(|c| c.seq > 0 && (c.is_everything() || wanted(c)))
+        })
+    }
+
+    /// A counter bumped when the cluster clock enters a new minute (readings that follow the
+    /// clock, such as GPU utilization), at most once per `every` of real time.
+    pub fn clock(&self, every: std::time::Duration) -> RwSignal<u64> {
+        let now = self.now;
+        let seen = StoredValue::new(None::<i64>);
+        throttle(every, move || {
+            let minute = now.get().map(|t| t.timestamp() / 60);
+            let moved =
+                minute.is_some() && seen.get_value().is_some() && minute != seen.get_value();
+            if minute.is_some() {
+                seen.set_value(minute);
+            }
+            moved
+        })
+    }
+}
+
+/// A counter bumped when `hit` (run in an effect, so what it reads is tracked) answers true:
+/// at once when the last bump was at least `every` ago, else once when `every` has passed
+/// since it, however many hits came in between.
+fn throttle(
+    every: std::time::Duration,
+    hit: impl Fn() -> bool + Send + Sync + 'static,
+) -> RwSignal<u64> {
+    let out = RwSignal::new(0u64);
+    let pending = StoredValue::new(false);
+    // Milliseconds since the epoch of the last bump.
+    let last_bump = StoredValue::new(f64::MIN);
+    Effect::new(move |_| {
+        if !hit() || pending.get_value() {
+            return;
+        }
+        #[cfg(feature = "hydrate")]
+        {
+            let now = js_sys::Date::now();
+            let wait = last_bump.get_value() + every.as_millis() as f64 - now;
+            if wait <= 0.0 {
+                last_bump.set_value(now);
+                out.update(|v| *v += 1);
+            } else {
+                pending.set_value(true);
+                leptos::prelude::set_timeout(
+                    move || {
+                        pending.try_set_value(false);
+                        last_bump.try_set_value(js_sys::Date::now());
+                        out.try_update(|v| *v += 1);
+                    },
+                    std::time::Duration::from_millis(wait.ceil() as u64),
+                );
+            }
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = (every, last_bump);
+    });
+    out
 }
 
 /// The live state for the whole app; the stream follows whoever is signed in.
 pub fn provide_live(viewer: crate::app::ViewerResource) -> Live {
     let live = Live {
         version: RwSignal::new(0),
+        last: RwSignal::new(Change::default()),
         now: RwSignal::new(None),
         connected: RwSignal::new(false),
     };
@@ -48,8 +155,23 @@ pub fn use_live() -> Live {
 #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 fn apply(live: Live, event: LiveEvent) {
     match event {
-        LiveEvent::Job { now, .. } => {
+        LiveEvent::Job {
+            now,
+            job_id,
+            user,
+            pool,
+            notify,
+            ..
+        } => {
             live.now.try_set(Some(now));
+            let seq = live.last.try_with_untracked(|c| c.seq).unwrap_or(0) + 1;
+            live.last.try_set(Change {
+                seq,
+                job_id,
+                user,
+                pool,
+                notify,
+            });
             live.version.try_update(|v| *v += 1);
         }
         LiveEvent::Tick { now } => {

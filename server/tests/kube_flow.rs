@@ -287,7 +287,7 @@ async fn launch_run_preempt_cancel_finish_outage_and_restart_against_an_api_serv
         .unwrap()
         .json::<Value>()
         .await
-        .unwrap()
+        .unwrap()["jobs"]
         .as_array()
         .unwrap()
         .clone();

@@ -360,7 +360,15 @@ pub struct LaunchCheck {
 pub enum LiveEvent {
     /// Something changed in a pool's queue or in a job of it.
     Job {
+        /// The job, or empty when it is another team's (or after missed changes).
         job_id: String,
+        /// Who launched it (empty when the job is not shown).
+        #[serde(default)]
+        user: String,
+        /// A notification was written for the viewer: refetch the list in the top bar.
+        #[serde(default)]
+        notify: bool,
+        /// The pool whose queue may have moved; empty after missed changes (refetch all).
         pool: String,
         state: JobState,
         now: DateTime<Utc>,

@@ -23,11 +23,9 @@ pub fn AdminQuotasPage() -> impl IntoView {
 fn AdminQuotas() -> impl IntoView {
     let live = use_live();
     // Saving bumps this: the grid reloads with the new figures and versions.
+    let changed = live.throttled(std::time::Duration::from_secs(2), |_| true);
     let saved = RwSignal::new(0u32);
-    let cells = Resource::new(
-        move || (saved.get(), live.version.get()),
-        |_| admin_quotas(),
-    );
+    let cells = Resource::new(move || (saved.get(), changed.get()), |_| admin_quotas());
     view! {
         <section class="page-head">
             <h1>"Quotas"</h1>

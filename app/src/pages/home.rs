@@ -21,7 +21,9 @@ pub fn HomePage() -> impl IntoView {
 #[component]
 fn Home() -> impl IntoView {
     let live = use_live();
-    let home = Resource::new(move || live.version.get(), |_| get_home());
+    // Any change may move the home page's figures: refetched at most every 3 s.
+    let changed = live.throttled(std::time::Duration::from_secs(3), |_| true);
+    let home = Resource::new(move || changed.get(), |_| get_home());
     view! {
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {

@@ -28,7 +28,24 @@ fn JobDetail() -> impl IntoView {
     let live = use_live();
     let params = use_params_map();
     let id = move || params.read().get("id").unwrap_or_default();
-    let page = Resource::new(move || (id(), live.version.get()), |(id, _)| get_job(id));
+    // Its own job's changes at once (folded over 150 ms); its pool's queue moving, while it
+    // waits in it, at most once a second. Nothing else refetches the page.
+    let own = live.throttled(std::time::Duration::from_millis(150), move |c| {
+        params
+            .with_untracked(|p| p.get("id"))
+            .is_some_and(|id| c.job_id == id)
+    });
+    let shown = StoredValue::new(None::<(String, bool)>);
+    let queue = live.throttled(std::time::Duration::from_secs(1), move |c| {
+        shown
+            .try_get_value()
+            .flatten()
+            .is_some_and(|(pool, queued)| queued && c.pool == pool)
+    });
+    let page = Resource::new(
+        move || (id(), own.get(), queue.get()),
+        |(id, _, _)| get_job(id),
+    );
     // Re-run lives here, not in the button: the new job's launch moves the live version,
     // which draws the page body again; the answer must still find someone to navigate.
     let rerun = Action::new(move |(id, current): &(String, bool)| {
@@ -46,7 +63,11 @@ fn JobDetail() -> impl IntoView {
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 loaded(page).await.map(|r| match r {
-                    Ok(p) => view! { <JobBody page=p/> }.into_any(),
+                    Ok(p) => {
+                        // What the queue's moves are checked against.
+                        shown.try_set_value(Some((p.job.pool.clone(), p.job.state == JobState::Queued)));
+                        view! { <JobBody page=p/> }.into_any()
+                    }
                     // Unknown, or another team's: 404 either way, as the API answers.
                     Err(e) => view! { <PageError err=e/> }.into_any(),
                 })
@@ -553,6 +574,7 @@ pub fn CancelButton(job: Job) -> impl IntoView {
     let ready = crate::components::use_ready();
     let confirming = RwSignal::new(false);
     let error = RwSignal::new(None::<ApiError>);
+    let cancel_id = StoredValue::new(job.id.clone());
     let cancel = Action::new(move |id: &String| {
         let id = id.clone();
         async move { cancel_job(id).await }
@@ -560,7 +582,7 @@ pub fn CancelButton(job: Job) -> impl IntoView {
     Effect::new(move |_| match cancel.value().get() {
         Some(Ok(_)) => {
             confirming.set(false);
-            live.version.update(|v| *v += 1);
+            live.poke(&cancel_id.get_value());
         }
         Some(Err(e)) => error.set(Some(e)),
         None => {}
@@ -626,13 +648,17 @@ pub fn CancelButton(job: Job) -> impl IntoView {
 fn GpuPanel(job_id: String, gpus: u32, show_idle: bool) -> impl IntoView {
     let live = use_live();
     // The fetcher owns its id: a plain value cannot be read after the panel is gone.
+    // Again when the job changes, and when the cluster clock enters a new minute (new
+    // readings; at most every 10 s of real time however fast the sim clock runs).
+    let own = {
+        let job_id = job_id.clone();
+        live.throttled(std::time::Duration::from_millis(500), move |c| {
+            c.job_id == job_id
+        })
+    };
+    let ticks = live.clock(std::time::Duration::from_secs(10));
     let util = Resource::new(
-        move || {
-            (
-                live.version.get(),
-                live.now.get().map(|t| t.timestamp() / 60),
-            )
-        },
+        move || (own.get(), ticks.get()),
         move |_| crate::functions::get_job_utilization(job_id.clone()),
     );
     view! {

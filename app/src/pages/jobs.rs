@@ -45,10 +45,9 @@ fn Jobs() -> impl IntoView {
         to: get("to"),
         cursor: get("cursor"),
     };
-    let list = Resource::new(
-        move || (page_query(), live.version.get()),
-        |(q, _)| list_jobs(q),
-    );
+    // A change of a job the viewer may see: refetched at most once a second.
+    let changed = live.throttled(std::time::Duration::from_secs(1), |c| !c.job_id.is_empty());
+    let list = Resource::new(move || (page_query(), changed.get()), |(q, _)| list_jobs(q));
     let pools = Resource::new(|| (), |_| list_pools());
     // A link to this page with `changes` applied to the current query; any change starts
     // again at the first page.

@@ -154,8 +154,12 @@ fn LaunchFormBody(
     };
 
     let check_template = template_name.clone();
+    // The chosen pool's queue moved: the fit line again, at most once a second.
+    let pool_moved = live.throttled(std::time::Duration::from_secs(1), move |c| {
+        pool.try_get_untracked().is_some_and(|p| p == c.pool)
+    });
     let check = Resource::new(
-        move || (gpus.get(), pool.get(), priority.get(), live.version.get()),
+        move || (gpus.get(), pool.get(), priority.get(), pool_moved.get()),
         move |(g, p, pr, _)| {
             let req = LaunchRequest {
                 template: check_template.clone(),

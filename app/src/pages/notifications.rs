@@ -40,8 +40,10 @@ pub fn NotificationBell() -> impl IntoView {
     // the top bar's Suspense never waits for it; the server renders no count).
     let list =
         RwSignal::new(None::<Result<crate::model::NotificationList, crate::error::ApiError>>);
+    // Again when a notification was written for this person, not on others' changes.
+    let told = live.throttled(std::time::Duration::from_millis(300), |c| c.notify);
     Effect::new(move |_| {
-        live.version.get();
+        told.get();
         bump.get();
         #[cfg(feature = "hydrate")]
         leptos::task::spawn_local(async move {

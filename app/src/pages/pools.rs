@@ -21,13 +21,12 @@ pub fn PoolsPage() -> impl IntoView {
 #[component]
 fn Pools() -> impl IntoView {
     let live = use_live();
+    // Placements change with jobs (at most every 2 s); readings with the cluster clock's
+    // minutes (at most every 10 s of real time however fast the sim clock runs).
+    let changed = live.throttled(std::time::Duration::from_secs(2), |_| true);
+    let ticks = live.clock(std::time::Duration::from_secs(10));
     let grids = Resource::new(
-        move || {
-            (
-                live.version.get(),
-                live.now.get().map(|t| t.timestamp() / 60),
-            )
-        },
+        move || (changed.get(), ticks.get()),
         |_| crate::functions::get_pool_grids(),
     );
     view! {

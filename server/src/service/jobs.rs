@@ -347,6 +347,8 @@ impl Portal {
             }
             self.publish(LiveChange {
                 job_id: id.to_string(),
+                user: row.user.clone(),
+                notify: false,
                 team: row.team.clone(),
                 pool: row.pool.clone(),
                 state: JobState::Cancelled,

@@ -320,6 +320,8 @@ impl Portal {
         }
         self.publish(LiveChange {
             job_id: id.clone(),
+            user: viewer.user.clone(),
+            notify: false,
             team: v.team,
             pool: v.pool,
             state: JobState::Queued,

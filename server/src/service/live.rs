@@ -7,6 +7,10 @@ use super::*;
 #[derive(Clone, Debug)]
 pub struct LiveChange {
     pub job_id: String,
+    /// Who launched the job (empty for a change that is not one job's).
+    pub user: String,
+    /// A notification was written for `user`: their open pages refetch their list.
+    pub notify: bool,
     pub team: String,
     pub pool: String,
     pub state: JobState,
@@ -29,18 +33,21 @@ impl Portal {
     /// refetch everything.
     pub fn live_event(&self, viewer: &Viewer, change: Option<LiveChange>) -> LiveEvent {
         match change {
-            Some(c) => LiveEvent::Job {
-                job_id: if Self::may_see(viewer, &c.team) {
-                    c.job_id
-                } else {
-                    String::new()
-                },
-                pool: c.pool,
-                state: c.state,
-                now: c.at,
-            },
+            Some(c) => {
+                let visible = Self::may_see(viewer, &c.team);
+                LiveEvent::Job {
+                    notify: c.notify && c.user == viewer.user,
+                    job_id: if visible { c.job_id } else { String::new() },
+                    user: if visible { c.user } else { String::new() },
+                    pool: c.pool,
+                    state: c.state,
+                    now: c.at,
+                }
+            }
             None => LiveEvent::Job {
                 job_id: String::new(),
+                user: String::new(),
+                notify: false,
                 pool: String::new(),
                 state: JobState::Queued,
                 now: self.cluster.now(),

@@ -276,6 +276,8 @@ impl Portal {
             // The owner's open pages refetch their notification list on a live change.
             self.publish(LiveChange {
                 job_id: row.id.clone(),
+                user: row.user.clone(),
+                notify: true,
                 team: row.team.clone(),
                 pool: row.pool.clone(),
                 state: row.state,

@@ -279,6 +279,8 @@ impl Portal {
         self.sync().await;
         self.publish(LiveChange {
             job_id: String::new(),
+            user: String::new(),
+            notify: false,
             team: team.to_string(),
             pool: pool.to_string(),
             state: JobState::Queued,

@@ -158,6 +158,8 @@ async fn the_live_stream_shows_only_what_the_viewer_may_see() {
     let (alice, carol) = (f.viewer("alice").await, f.viewer("carol").await);
     let change = |team: &str| crate::service::LiveChange {
         job_id: "j-1".into(),
+        user: "bob".into(),
+        notify: false,
         team: team.into(),
         pool: "hgx-h100".into(),
         state: JobState::Running,
@@ -187,5 +189,19 @@ async fn the_live_stream_shows_only_what_the_viewer_may_see() {
         id_of(f.portal.live_event(&alice, None)),
         (String::new(), String::new())
     );
+    // A notification written for its owner is flagged for the owner only; the owner's name
+    // goes only to those who may see the job.
+    let told = |v: &app::model::Viewer, team: &str| {
+        let mut c = change(team);
+        c.user = "alice".into();
+        c.notify = true;
+        match f.portal.live_event(v, Some(c)) {
+            LiveEvent::Job { notify, user, .. } => (notify, user),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(told(&alice, &own), (true, "alice".to_string()));
+    assert_eq!(told(&carol, &own), (false, "alice".to_string()));
+    assert_eq!(told(&alice, other), (true, String::new()));
     db.drop_database().await;
 }

@@ -373,6 +373,8 @@ pub async fn correct_from_cluster(
         if let Some((state, at)) = to {
             out.push(LiveChange {
                 job_id: row.id.clone(),
+                user: row.user.clone(),
+                notify: false,
                 team: row.team.clone(),
                 pool: row.pool.clone(),
                 state,
@@ -467,6 +469,8 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Outcome, crate::db::DbError
     tracing::info!(job.id = %ev.job_id, state = %to, pool = %ev.pool, "job moved");
     Ok(Outcome::Moved(LiveChange {
         job_id: row.id,
+        user: row.user,
+        notify: false,
         team: row.team,
         pool: row.pool,
         state: to,
