@@ -1,0 +1,179 @@
+//! Page benchmark, printed as figures (`cargo bench -p server --bench pages`, part of
+//! `make bench`): Gantry built for release on a seeded SQLite database (the demo catalog, its
+//! running and queued jobs and 30 days of finished ones), signed in as alice. Each of home,
+//! Jobs (its first page of 50 rows), a job page and Pools is fetched under load, and in the
+//! same run the same bytes are served by a bare axum handler under the same load; the figure
+//! is the ratio of requests per second. Goal: each page at least 10 % of the static handler.
+//!
+//! `GANTRY_BENCH_SECONDS` (default 5) and `GANTRY_BENCH_CONNECTIONS` (default 32) set the
+//! load. Both servers and the load run in this process on the same cores, so the ratio, not
+//! the absolute figure, is what carries over to another machine.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::response::IntoResponse;
+use gantry::config::Config;
+use gantry::startup::{leptos_options, start};
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Requests per second of `GET url` from `connections` clients for `seconds`, and how many
+/// answers were not 200.
+async fn load(client: &reqwest::Client, url: &str, connections: u64, seconds: u64) -> (f64, u64) {
+    let done = Arc::new(AtomicU64::new(0));
+    let bad = Arc::new(AtomicU64::new(0));
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..connections {
+        let (client, url, done, bad) = (client.clone(), url.to_string(), done.clone(), bad.clone());
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < until {
+                match client.get(&url).send().await {
+                    Ok(r) if r.status() == 200 => {
+                        let _ = r.bytes().await;
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    _ => {
+                        bad.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    (
+        done.load(Ordering::Relaxed) as f64 / secs,
+        bad.load(Ordering::Relaxed),
+    )
+}
+
+fn main() -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
+    let seconds = env_or("GANTRY_BENCH_SECONDS", 5);
+    let connections = env_or("GANTRY_BENCH_CONNECTIONS", 32);
+    let dir = tempfile::tempdir()?;
+    let mut config = Config::default();
+    config.server.addr = "127.0.0.1:0".parse()?;
+    config.database.url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("bench.db").display()
+    )
+    .into();
+    config.demo.seed = true;
+    config.demo.jobs = true;
+    config.demo.history = true;
+    let running = start(config, leptos_options()).await?;
+    let base = format!("http://{}", running.addr);
+
+    let client = reqwest::Client::builder()
+        .cookie_store(true)
+        .pool_max_idle_per_host(connections as usize)
+        .build()?;
+    let res = client
+        .post(format!("{base}/auth/dev/login"))
+        .form(&[("user", "alice")])
+        .send()
+        .await?;
+    anyhow::ensure!(
+        res.status().is_success(),
+        "sign-in as alice: {}",
+        res.status()
+    );
+    let jobs: serde_json::Value = client
+        .get(format!("{base}/api/v1/jobs?limit=1&state=running"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let total: serde_json::Value = client
+        .get(format!("{base}/api/v1/jobs?limit=1"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let job_id = jobs["jobs"][0]["id"]
+        .as_str()
+        .ok_or_else(|| anyhow::anyhow!("the demo has no running job of alice's team: {jobs}"))?
+        .to_string();
+    let pages = [
+        ("home", "/".to_string()),
+        ("Jobs (50 rows)", "/jobs".to_string()),
+        ("job page", format!("/jobs/{job_id}")),
+        ("Pools", "/pools".to_string()),
+    ];
+
+    // The same bytes, from a handler that does nothing else.
+    let mut bodies = Vec::new();
+    for (_, path) in &pages {
+        let r = client.get(format!("{base}{path}")).send().await?;
+        anyhow::ensure!(r.status() == 200, "{path}: {}", r.status());
+        bodies.push(r.bytes().await?);
+    }
+    let mut router = axum::Router::new();
+    for ((_, path), body) in pages.iter().zip(&bodies) {
+        let body = body.clone();
+        router = router.route(
+            path,
+            axum::routing::get(move || {
+                let body = body.clone();
+                async move { ([("content-type", "text/html; charset=utf-8")], body).into_response() }
+            }),
+        );
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let static_base = format!("http://{}", listener.local_addr()?);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+
+    println!(
+        "pages: {} jobs visible to alice; {connections} connections, {seconds} s per figure, release build",
+        total["total"]
+    );
+    println!(
+        "{:<16} {:>9} {:>12} {:>14} {:>8}",
+        "page", "bytes", "Gantry r/s", "static r/s", "ratio"
+    );
+    for ((name, path), body) in pages.iter().zip(&bodies) {
+        let (gantry, bad) = load(&client, &format!("{base}{path}"), connections, seconds).await;
+        let (bare, _) = load(
+            &client,
+            &format!("{static_base}{path}"),
+            connections,
+            seconds,
+        )
+        .await;
+        println!(
+            "{:<16} {:>9} {:>12.0} {:>14.0} {:>7.1} %{}",
+            name,
+            body.len(),
+            gantry,
+            bare,
+            100.0 * gantry / bare,
+            if bad > 0 {
+                format!("  ({bad} answers were not 200)")
+            } else {
+                String::new()
+            }
+        );
+    }
+    running.stop().await;
+    Ok(())
+}
