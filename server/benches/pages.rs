@@ -97,7 +97,7 @@ async fn run() -> anyhow::Result<()> {
         res.status()
     );
     let jobs: serde_json::Value = client
-        .get(format!("{base}/api/v1/jobs?limit=1&state=running"))
+        .get(format!("{base}/api/v1/jobs?limit=50"))
         .send()
         .await?
         .json()
@@ -108,9 +108,14 @@ async fn run() -> anyhow::Result<()> {
         .await?
         .json()
         .await?;
-    let job_id = jobs["jobs"][0]["id"]
-        .as_str()
-        .ok_or_else(|| anyhow::anyhow!("the demo has no running job of alice's team: {jobs}"))?
+    // A job that runs (or starts) if the demo has one, else the newest.
+    let list = jobs["jobs"].as_array().cloned().unwrap_or_default();
+    let job_id = list
+        .iter()
+        .find(|j| j["state"] == "running" || j["state"] == "admitted")
+        .or(list.first())
+        .and_then(|j| j["id"].as_str())
+        .ok_or_else(|| anyhow::anyhow!("the demo has no job of alice's team: {jobs}"))?
         .to_string();
     let pages = [
         ("home", "/".to_string()),
