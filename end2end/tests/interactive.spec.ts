@@ -22,6 +22,8 @@ test("a click before the page is interactive is visibly not taken, then the butt
   await page.goto(`/jobs/${job.id}`, { waitUntil: "commit" });
   const cancel = page.getByTestId("cancel");
   await cancel.waitFor();
+  // The stylesheet has applied (it is small; the wasm is not).
+  await page.waitForFunction(() => [...document.styleSheets].some((s) => (s.href ?? "").endsWith(".css") && s.cssRules.length > 0));
   const early = await cancel.evaluate((e) => ({
     hydrated: document.documentElement.classList.contains("hydrated"),
     pointer: getComputedStyle(e).pointerEvents,
@@ -63,6 +65,7 @@ test("sign-in works before the app has hydrated", async ({ page }) => {
   await page.goto("/login", { waitUntil: "commit" });
   const button = page.getByTestId("login-alice");
   await button.waitFor();
+  await page.waitForFunction(() => [...document.styleSheets].some((s) => (s.href ?? "").endsWith(".css") && s.cssRules.length > 0));
   expect(await button.evaluate((e) => getComputedStyle(e).pointerEvents)).not.toBe("none");
   await button.click();
   await expect(page.getByTestId("viewer")).toBeVisible();

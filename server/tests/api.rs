@@ -245,6 +245,7 @@ on_both!(
     rerun_and_clone_keep_the_values_and_link_both_ways,
     webhooks_are_signed_retried_and_sent_once_across_a_restart,
     job_lists_page_search_and_filter_on_the_server,
+    the_home_page_lists_the_newest_active_jobs_and_says_how_many_more,
 );
 
 const NEOX: &str = "\
@@ -1794,6 +1795,56 @@ async fn job_lists_page_search_and_filter_on_the_server(t: Target) {
     }
     let (s, _) = alice.get("/api/v1/jobs?team=vision").await;
     assert_eq!(s, StatusCode::FORBIDDEN);
+    finish(app, db).await;
+}
+
+/// The home page lists the viewer's newest 20 active jobs, not all of them, and says how
+/// many there are in all, with a link to the rest; ended jobs and a teammate's are not counted.
+async fn the_home_page_lists_the_newest_active_jobs_and_says_how_many_more(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let bob = app.client("bob").await;
+    let mut ids = Vec::new();
+    for i in 0..23 {
+        let j = alice
+            .launch(json!({ "template": "mistral-7b-sft", "gpus": 8, "pool": "hgx-h100", "name": format!("home-{i:02}") }))
+            .await;
+        ids.push(j["id"].as_str().unwrap().to_string());
+    }
+    bob.launch(json!({ "template": "mistral-7b-sft", "gpus": 8, "pool": "hgx-h100" }))
+        .await;
+    let (s, _) = alice
+        .post(&format!("/api/v1/jobs/{}/cancel", ids[22]), json!({}))
+        .await;
+    assert!(s.is_success());
+    let html = alice.html("/").await;
+    let listed = ids
+        .iter()
+        .filter(|id| html.contains(&format!("href=\"/jobs/{id}\"")))
+        .count();
+    assert_eq!(listed, 20, "the newest 20 of 22 active jobs");
+    assert!(
+        !html.contains(&format!("href=\"/jobs/{}\"", ids[22])),
+        "a cancelled job is not active"
+    );
+    assert!(
+        html.contains(&format!("href=\"/jobs/{}\"", ids[21])),
+        "the newest active one is listed"
+    );
+    assert!(
+        !html.contains(&format!("href=\"/jobs/{}\"", ids[0])),
+        "the oldest is not"
+    );
+    assert!(
+        html.contains("The newest 20 of your 22 active jobs."),
+        "{}",
+        &html[html.find("Your active jobs").unwrap_or(0)..][..600.min(html.len())]
+    );
+    assert!(html.contains("href=\"/jobs?scope=mine\""));
+    // Under the cap nothing is said.
+    let bobs = bob.html("/").await;
+    assert!(!bobs.contains("data-testid=\"home-more\""));
     finish(app, db).await;
 }
 

@@ -286,7 +286,10 @@ pub struct QuotaUse {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HomeView {
     pub viewer: Viewer,
+    /// The viewer's newest queued, admitted and running jobs (at most `HOME_ACTIVE_JOBS`).
     pub active_jobs: Vec<Job>,
+    /// How many active jobs the viewer has in all.
+    pub active_total: u64,
     pub quotas: Vec<QuotaUse>,
     pub pools: Vec<Pool>,
     pub now: DateTime<Utc>,

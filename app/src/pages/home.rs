@@ -43,6 +43,8 @@ fn HomeBody(home: HomeView) -> impl IntoView {
     let first_name = home.viewer.display_name.clone();
     let jobs = home.active_jobs.clone();
     let has_jobs = !jobs.is_empty();
+    // The home page lists the newest few; it says so when there are more.
+    let more = (home.active_total > jobs.len() as u64).then_some((jobs.len(), home.active_total));
     // An admin in no team cannot launch: no button that would be refused.
     let can_launch = home.viewer.can_launch();
     view! {
@@ -97,6 +99,12 @@ fn HomeBody(home: HomeView) -> impl IntoView {
                             .collect_view()}
                     </tbody>
                 </table>
+                {more.map(|(shown, total)| view! {
+                    <p class="muted small" data-testid="home-more">
+                        {format!("The newest {shown} of your {} active jobs. ", format::thousands(total))}
+                        <a href="/jobs?scope=mine">"All of them on Jobs →"</a>
+                    </p>
+                })}
             </Show>
         </section>
         <div class="two-col">

@@ -369,7 +369,7 @@ impl Portal {
                 JobFilter {
                     mine: true,
                     active: true,
-                    limit: Some(super::page::PAGE_MAX),
+                    limit: Some(HOME_ACTIVE_JOBS),
                     ..Default::default()
                 },
             )
@@ -377,6 +377,7 @@ impl Portal {
         Ok(HomeView {
             viewer: viewer.clone(),
             active_jobs: mine.jobs,
+            active_total: mine.total,
             quotas: self.quota_use(viewer).await?,
             pools: self.list_pools(viewer).await?,
             now: self.cluster.now(),
@@ -407,6 +408,9 @@ fn day_or_time(field: &str, v: &str, end: bool) -> Result<Option<DateTime<Utc>>,
     };
     Ok(Some(day.and_time(chrono::NaiveTime::MIN).and_utc()))
 }
+
+/// The active jobs the home page lists; it says how many more there are and links to Jobs.
+pub const HOME_ACTIVE_JOBS: u32 = 20;
 
 #[cfg(test)]
 mod page_tests {
