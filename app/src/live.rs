@@ -31,8 +31,6 @@ impl Change {
 
 #[derive(Clone, Copy)]
 pub struct Live {
-    /// Bumped on every job change the viewer may see.
-    pub version: RwSignal<u64>,
     /// The last change, for pages that refetch only for what concerns them.
     pub last: RwSignal<Change>,
     /// The cluster clock from the last event or tick.
@@ -58,7 +56,6 @@ impl Live {
             job_id: job_id.to_string(),
             ..Default::default()
         });
-        self.version.update(|v| *v += 1);
     }
 
     /// A counter for a page's resources to key on: bumped when a change for which `wanted`
@@ -135,7 +132,6 @@ fn throttle(
 /// The live state for the whole app; the stream follows whoever is signed in.
 pub fn provide_live(viewer: crate::app::ViewerResource) -> Live {
     let live = Live {
-        version: RwSignal::new(0),
         last: RwSignal::new(Change::default()),
         now: RwSignal::new(None),
         connected: RwSignal::new(false),
@@ -172,7 +168,6 @@ fn apply(live: Live, event: LiveEvent) {
                 pool,
                 notify,
             });
-            live.version.try_update(|v| *v += 1);
         }
         LiveEvent::Tick { now } => {
             live.now.try_set(Some(now));

@@ -1,4 +1,23 @@
+import type { Page } from "@playwright/test";
 import { SHOTS, apiAs, cancelEverything, expect, hydrated, launch, signIn, test } from "./helpers";
+
+/** 20 Mbit/s with 40 ms of latency, and no cache: the wasm takes seconds to arrive. */
+async function slowLink(page: Page) {
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("Network.enable");
+  await cdp.send("Network.setCacheDisabled", { cacheDisabled: true });
+  await cdp.send("Network.emulateNetworkConditions", {
+    offline: false,
+    latency: 40,
+    downloadThroughput: (20 * 1024 * 1024) / 8,
+    uploadThroughput: (20 * 1024 * 1024) / 8,
+  });
+}
+
+/** Waits until the stylesheet has applied (it is small; the wasm is not). */
+async function styled(page: Page) {
+  await page.waitForFunction(() => [...document.styleSheets].some((s) => (s.href ?? "").endsWith(".css") && s.cssRules.length > 0));
+}
 
 // On a slow link the server-rendered page shows long before the wasm app makes it work. A
 // click in between must not be lost in silence: the controls show themselves unavailable
@@ -9,21 +28,11 @@ test("a click before the page is interactive is visibly not taken, then the butt
   const job = await launch(alice, { template: "mistral-7b-sft", gpus: 8, pool: "hgx-h100", name: "e2e-early-click" });
   await signIn(page, "alice");
 
-  // 20 Mbit/s with 40 ms of latency, and no cache: the wasm takes seconds to arrive.
-  const cdp = await page.context().newCDPSession(page);
-  await cdp.send("Network.enable");
-  await cdp.send("Network.setCacheDisabled", { cacheDisabled: true });
-  await cdp.send("Network.emulateNetworkConditions", {
-    offline: false,
-    latency: 40,
-    downloadThroughput: (20 * 1024 * 1024) / 8,
-    uploadThroughput: (20 * 1024 * 1024) / 8,
-  });
+  await slowLink(page);
   await page.goto(`/jobs/${job.id}`, { waitUntil: "commit" });
   const cancel = page.getByTestId("cancel");
   await cancel.waitFor();
-  // The stylesheet has applied (it is small; the wasm is not).
-  await page.waitForFunction(() => [...document.styleSheets].some((s) => (s.href ?? "").endsWith(".css") && s.cssRules.length > 0));
+  await styled(page);
   const early = await cancel.evaluate((e) => ({
     hydrated: document.documentElement.classList.contains("hydrated"),
     pointer: getComputedStyle(e).pointerEvents,
@@ -53,19 +62,11 @@ test("a click before the page is interactive is visibly not taken, then the butt
 
 // Plain forms work without the app and stay live while it loads: sign-in is one of them.
 test("sign-in works before the app has hydrated", async ({ page }) => {
-  const cdp = await page.context().newCDPSession(page);
-  await cdp.send("Network.enable");
-  await cdp.send("Network.setCacheDisabled", { cacheDisabled: true });
-  await cdp.send("Network.emulateNetworkConditions", {
-    offline: false,
-    latency: 40,
-    downloadThroughput: (20 * 1024 * 1024) / 8,
-    uploadThroughput: (20 * 1024 * 1024) / 8,
-  });
+  await slowLink(page);
   await page.goto("/login", { waitUntil: "commit" });
   const button = page.getByTestId("login-alice");
   await button.waitFor();
-  await page.waitForFunction(() => [...document.styleSheets].some((s) => (s.href ?? "").endsWith(".css") && s.cssRules.length > 0));
+  await styled(page);
   expect(await button.evaluate((e) => getComputedStyle(e).pointerEvents)).not.toBe("none");
   await button.click();
   await expect(page.getByTestId("viewer")).toBeVisible();

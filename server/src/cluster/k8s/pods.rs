@@ -88,6 +88,19 @@ pub fn parse_line(rank: u32, line: &str) -> Option<LogLine> {
     })
 }
 
+/// How a pod's log is asked for: its trainer container, with stamps, the last `tail` lines
+/// and those since `since` in whole seconds, one more (the exact cut is made on the stamps).
+fn log_params(p: &JobPod, q: &LogQuery, follow: bool) -> LogParams {
+    LogParams {
+        container: p.container.clone(),
+        follow,
+        timestamps: true,
+        tail_lines: q.tail.map(|t| t as i64),
+        since_seconds: q.since.map(|s| (Utc::now() - s).num_seconds().max(0) + 1),
+        ..Default::default()
+    }
+}
+
 fn terminated(status: &Value) -> Option<&Value> {
     let t = &status["state"]["terminated"];
     if t.is_object() {
@@ -205,14 +218,7 @@ impl KubeCluster {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
         let mut per_rank = Vec::new();
         for p in pods.iter().filter(|p| q.ranks.includes(p.rank)) {
-            let lp = LogParams {
-                container: p.container.clone(),
-                timestamps: true,
-                tail_lines: q.tail.map(|t| t as i64),
-                // Whole seconds, one more: the exact cut is made on the stamps below.
-                since_seconds: q.since.map(|s| (Utc::now() - s).num_seconds().max(0) + 1),
-                ..Default::default()
-            };
+            let lp = log_params(p, q, false);
             let what = format!("read the log of pod {}", p.name);
             let text = match self.call(&what, api.logs(&p.name, &lp)).await {
                 Ok(t) => t,
@@ -252,14 +258,7 @@ impl KubeCluster {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
         let (tx, rx) = mpsc::channel(FOLLOW_BUFFER);
         for p in pods {
-            let lp = LogParams {
-                container: p.container.clone(),
-                follow: true,
-                timestamps: true,
-                tail_lines: q.tail.map(|t| t as i64),
-                since_seconds: q.since.map(|s| (Utc::now() - s).num_seconds().max(0) + 1),
-                ..Default::default()
-            };
+            let lp = log_params(&p, q, true);
             // Opening is bounded by the call timeout; the stream itself is held.
             let what = format!("follow the log of pod {}", p.name);
             let reader = match self.call(&what, api.log_stream(&p.name, &lp)).await {

@@ -27,18 +27,7 @@ pub(super) async fn audit_log(
         target: q.target,
         ..Default::default()
     };
-    let limit = match q.limit.as_deref().map(str::trim) {
-        None | Some("") => None,
-        Some(l) => Some(l.parse::<u32>().map_err(|_| {
-            ApiError::invalid(
-                "limit",
-                format!(
-                    "a number of entries per page from 1 to {}",
-                    crate::service::PAGE_MAX
-                ),
-            )
-        })?),
-    };
+    let limit = page_limit(q.limit.as_deref())?;
     let (entries, truncated) = match q.format.as_deref() {
         None | Some("json") => {
             let page = state

@@ -81,18 +81,7 @@ pub(super) async fn list_jobs(
             ApiError::invalid("state", format!("unknown state '{s}'; one of queued, admitted, running, succeeded, failed, cancelled"))
         })?),
     };
-    let limit = match q.limit.as_deref().map(str::trim) {
-        None | Some("") => None,
-        Some(l) => Some(l.parse::<u32>().map_err(|_| {
-            ApiError::invalid(
-                "limit",
-                format!(
-                    "a number of jobs per page from 1 to {}",
-                    crate::service::PAGE_MAX
-                ),
-            )
-        })?),
-    };
+    let limit = page_limit(q.limit.as_deref())?;
     let list = state
         .portal
         .list_jobs(

@@ -113,3 +113,20 @@ async fn no_such_route() -> ApiFailure {
         "no such API route; see README.md for the routes",
     ))
 }
+
+/// A list's `limit` query value: a page size the service then checks (1 to 200); empty is the
+/// default. Not a number is a 422 naming `limit`.
+fn page_limit(v: Option<&str>) -> Result<Option<u32>, ApiError> {
+    match v.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(l) => l.parse::<u32>().map(Some).map_err(|_| {
+            ApiError::invalid(
+                "limit",
+                format!(
+                    "a number of entries per page from 1 to {}",
+                    crate::service::PAGE_MAX
+                ),
+            )
+        }),
+    }
+}
