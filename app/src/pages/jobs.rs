@@ -11,7 +11,7 @@ use crate::format;
 use crate::functions::{list_jobs, list_pools, JobsPageQuery};
 use crate::live::use_live;
 use crate::model::{JobList, JobState};
-use crate::pages::job::CancelButton;
+use crate::pages::job_actions::CancelButton;
 
 #[component]
 pub fn JobsPage() -> impl IntoView {

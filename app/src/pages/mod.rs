@@ -2,6 +2,8 @@
 pub mod admin;
 pub mod home;
 pub mod job;
+pub mod job_actions;
+pub mod job_gpu;
 pub mod job_logs;
 pub mod jobs;
 pub mod launch;

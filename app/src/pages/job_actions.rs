@@ -1,0 +1,176 @@
+//! The job page's actions: Re-run and Clone (with the page's re-run action they share) and
+//! Cancel (also used by the Jobs list's rows).
+
+use leptos::prelude::*;
+
+use crate::error::ApiError;
+use crate::format;
+use crate::functions::cancel_job;
+use crate::live::use_live;
+use crate::model::{Job, JobState};
+
+/// The page's re-run, shared with its buttons.
+#[derive(Clone, Copy)]
+pub(crate) struct RerunAction(pub(crate) Action<(String, bool), Result<Job, ApiError>>);
+
+/// Re-run (one click and a confirmation: the same template version, parameters, GPUs, pool,
+/// priority and max runtime) and Clone (the Launch form filled with the same values). A job
+/// on an older template version says so and offers the current one; a deprecated template
+/// takes no re-runs.
+#[component]
+pub fn RerunButtons(job: Job) -> impl IntoView {
+    let ready = crate::components::use_ready();
+    let confirming = RwSignal::new(false);
+    let RerunAction(rerun) = expect_context::<RerunAction>();
+    let error = move || rerun.value().get().and_then(|r| r.err());
+    if !job.can_rerun {
+        return ().into_any();
+    }
+    let note = job.version_note.clone();
+    if note.as_ref().is_some_and(|n| n.deprecated) {
+        return view! {
+            <span class="muted small" data-testid="rerun-deprecated">
+                {format!("Template {} is deprecated: no re-runs or clones.", job.template)}
+            </span>
+        }
+        .into_any();
+    }
+    let id = job.id.clone();
+    let question = format!(
+        "Re-run {}? {} v{}, {} in {}, {} priority, max {}{}.",
+        job.name,
+        job.template,
+        job.template_version,
+        format::gpus_nodes(job.gpus),
+        job.pool,
+        job.priority.as_str(),
+        format::duration(job.max_runtime_s as i64),
+        if job.params.is_empty() {
+            ""
+        } else {
+            ", the same parameters"
+        },
+    );
+    let clone_href = format!("/launch/{}?from_job={}", job.template, job.id);
+    let current = note.as_ref().and_then(|n| n.current);
+    let differences = note.map(|n| n.differences).unwrap_or_default();
+    view! {
+        <span class="rerun" data-ready=move || ready.get().to_string()>
+            <Show
+                when=move || confirming.get()
+                fallback=move || view! {
+                    <button class="button" data-testid="rerun" on:click=move |_| confirming.set(true)>
+                        "Re-run…"
+                    </button>
+                }
+            >
+                <span class="confirm" role="alertdialog" aria-label="Confirm re-run">
+                    <span>{question.clone()}</span>
+                    {current.map(|c| view! {
+                        <span class="small" data-testid="rerun-version-note">
+                            {format!("v{c} is the current version; differences: {}", if differences.is_empty() { "none that change the run".to_string() } else { differences.join("; ") })}
+                        </span>
+                    })}
+                    <button
+                        class="button primary"
+                        data-testid="confirm-rerun"
+                        disabled=move || rerun.pending().get()
+                        on:click={
+                            let id = id.clone();
+                            move |_| {
+                                rerun.dispatch((id.clone(), false));
+                            }
+                        }
+                    >
+                        {if current.is_some() { "Re-run as it was" } else { "Re-run" }}
+                    </button>
+                    {current.map(|c| {
+                        let id = id.clone();
+                        view! {
+                            <button class="button" data-testid="rerun-current" on:click=move |_| {
+                                rerun.dispatch((id.clone(), true));
+                            }>{format!("Re-run on v{c}")}</button>
+                        }
+                    })}
+                    <button class="button" on:click=move |_| confirming.set(false)>"Keep"</button>
+                </span>
+            </Show>
+            <a class="button" data-testid="clone" href=clone_href>"Clone…"</a>
+            {move || error().map(|e| view! { <span class="field-error">{e.message}</span> })}
+        </span>
+    }
+    .into_any()
+}
+
+/// Cancel with one confirmation that names the job and its GPUs.
+#[component]
+pub fn CancelButton(job: Job) -> impl IntoView {
+    let live = use_live();
+    let ready = crate::components::use_ready();
+    let confirming = RwSignal::new(false);
+    let error = RwSignal::new(None::<ApiError>);
+    let cancel_id = StoredValue::new(job.id.clone());
+    let cancel = Action::new(move |id: &String| {
+        let id = id.clone();
+        async move { cancel_job(id).await }
+    });
+    Effect::new(move |_| match cancel.value().get() {
+        Some(Ok(_)) => {
+            confirming.set(false);
+            live.poke(&cancel_id.get_value());
+        }
+        Some(Err(e)) => error.set(Some(e)),
+        None => {}
+    });
+    if !job.can_cancel {
+        return ().into_any();
+    }
+    let id = job.id.clone();
+    let question = format!(
+        "Cancel {}? It {} {} in {}.",
+        job.name,
+        if job.state == JobState::Queued {
+            "waits for"
+        } else {
+            "holds"
+        },
+        format::gpus_nodes(job.gpus),
+        job.pool
+    );
+    view! {
+        <span class="cancel" data-ready=move || ready.get().to_string()>
+            <Show
+                when=move || confirming.get()
+                fallback=move || {
+                    view! {
+                        <button class="button danger-outline" data-testid="cancel" on:click=move |_| confirming.set(true)>
+                            "Cancel…"
+                        </button>
+                    }
+                }
+            >
+                <span class="confirm" role="alertdialog" aria-label="Confirm cancel">
+                    <span>{question.clone()}</span>
+                    <button
+                        class="button danger"
+                        data-testid="confirm-cancel"
+                        disabled=move || cancel.pending().get()
+                        on:click={
+                            let id = id.clone();
+                            move |_| {
+                                cancel.dispatch(id.clone());
+                            }
+                        }
+                    >
+                        "Cancel job"
+                    </button>
+                    <button class="button" on:click=move |_| confirming.set(false)>
+                        "Keep it"
+                    </button>
+                </span>
+            </Show>
+            {move || error.get().map(|e| view! { <span class="field-error">{e.message}</span> })}
+        </span>
+    }
+        .into_any()
+}
