@@ -8,28 +8,7 @@ use chrono::{DateTime, Utc};
 use crate::error::ApiError;
 use crate::model::*;
 
-/// Which jobs a list asks for. Scoping to what the viewer may see is the backend's job.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct JobFilter {
-    pub state: Option<JobState>,
-    pub team: Option<String>,
-    /// Only the viewer's own jobs.
-    pub mine: bool,
-    /// Only queued, admitted and running jobs.
-    pub active: bool,
-    pub user: Option<String>,
-    pub pool: Option<String>,
-    /// Text in the job's name, template or user, ignoring case.
-    pub q: Option<String>,
-    /// Submitted on or after `from`, on or before `to`: a day (`2026-12-01`, UTC) or an
-    /// RFC 3339 time.
-    pub from: Option<String>,
-    pub to: Option<String>,
-    /// A `next_cursor` from the page before.
-    pub cursor: Option<String>,
-    /// Jobs per page: 50 unless asked, at most 200.
-    pub limit: Option<u32>,
-}
+pub use crate::model::domain::JobFilter;
 
 #[async_trait::async_trait]
 pub trait Backend: Send + Sync + 'static {

@@ -186,40 +186,36 @@ pub struct JobsPageQuery {
     pub cursor: Option<String>,
 }
 
+impl JobsPageQuery {
+    /// The list this URL asks for. An unknown state is an error naming `state`.
+    pub fn filter(&self) -> Result<crate::model::JobFilter, ApiError> {
+        let state = match self.state.as_deref() {
+            None | Some("") | Some("all") => None,
+            Some(s) => Some(
+                JobState::parse(s)
+                    .ok_or_else(|| ApiError::invalid("state", format!("unknown state '{s}'")))?,
+            ),
+        };
+        let some = |v: &Option<String>| v.clone().filter(|v| !v.trim().is_empty());
+        Ok(crate::model::JobFilter {
+            state,
+            team: some(&self.team),
+            mine: self.scope.as_deref() == Some("mine"),
+            user: some(&self.user),
+            pool: some(&self.pool),
+            q: some(&self.q),
+            from: some(&self.from),
+            to: some(&self.to),
+            cursor: some(&self.cursor),
+            ..Default::default()
+        })
+    }
+}
+
 #[server]
 pub async fn list_jobs(query: JobsPageQuery) -> Result<JobList, ApiError> {
-    let JobsPageQuery {
-        state,
-        scope,
-        q,
-        pool,
-        user,
-        team,
-        from,
-        to,
-        cursor,
-    } = query;
+    let filter = query.filter()?;
     let (backend, viewer) = ssr::backend_and_viewer().await?;
-    let state = match state.as_deref() {
-        None | Some("") | Some("all") => None,
-        Some(s) => Some(
-            JobState::parse(s)
-                .ok_or_else(|| ApiError::invalid("state", format!("unknown state '{s}'")))?,
-        ),
-    };
-    let some = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
-    let filter = crate::backend::JobFilter {
-        state,
-        team: some(team),
-        mine: scope.as_deref() == Some("mine"),
-        user: some(user),
-        pool: some(pool),
-        q: some(q),
-        from: some(from),
-        to: some(to),
-        cursor: some(cursor),
-        ..Default::default()
-    };
     backend.list_jobs(&viewer, filter).await
 }
 

@@ -20,6 +20,10 @@ pub struct Change {
     pub pool: String,
     /// A notification was written for the viewer.
     pub notify: bool,
+    /// The job's list row, when the viewer may see it: lists patch themselves with it.
+    pub row: Option<Box<crate::model::Job>>,
+    /// When it happened (the cluster clock).
+    pub at: DateTime<Utc>,
 }
 
 impl Change {
@@ -92,7 +96,7 @@ impl Live {
 /// A counter bumped when `hit` (run in an effect, so what it reads is tracked) answers true:
 /// at once when the last bump was at least `every` ago, else once when `every` has passed
 /// since it, however many hits came in between.
-fn throttle(
+pub fn throttle(
     every: std::time::Duration,
     hit: impl Fn() -> bool + Send + Sync + 'static,
 ) -> RwSignal<u64> {
@@ -157,6 +161,7 @@ fn apply(live: Live, event: LiveEvent) {
             user,
             pool,
             notify,
+            row,
             ..
         } => {
             live.now.try_set(Some(now));
@@ -167,6 +172,8 @@ fn apply(live: Live, event: LiveEvent) {
                 user,
                 pool,
                 notify,
+                row,
+                at: now,
             });
         }
         LiveEvent::Tick { now } => {

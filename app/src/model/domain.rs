@@ -382,6 +382,40 @@ pub fn exit_code_meaning(code: i32) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn days_bound_whole_utc_days() {
+        let t = |s: &str| {
+            chrono::DateTime::parse_from_rfc3339(s)
+                .unwrap()
+                .with_timezone(&chrono::Utc)
+        };
+        assert_eq!(
+            day_or_time("2026-12-01", false).unwrap(),
+            Some(t("2026-12-01T00:00:00Z"))
+        );
+        assert_eq!(
+            day_or_time("2026-12-01", true).unwrap(),
+            Some(t("2026-12-02T00:00:00Z"))
+        );
+        assert_eq!(
+            day_or_time("2026-12-01T09:30:00+01:00", true).unwrap(),
+            Some(t("2026-12-01T08:30:00Z"))
+        );
+        assert_eq!(day_or_time(" ", false).unwrap(), None);
+        assert_eq!(day_or_time("yesterday", false), Err(DAY_OR_TIME));
+        let viewer = Viewer {
+            user: "alice".into(),
+            display_name: "Alice".into(),
+            teams: vec![],
+            is_admin: false,
+        };
+        let bad = JobFilter {
+            to: Some("yesterday".into()),
+            ..Default::default()
+        };
+        assert_eq!(bad.terms(&viewer).unwrap_err().0, "to");
+    }
+
     fn int_param() -> ParamSpec {
         ParamSpec {
             name: "epochs".into(),
@@ -425,5 +459,144 @@ mod tests {
         assert_eq!(nodes_for(8), 1);
         assert_eq!(nodes_for(16), 2);
         assert_eq!(nodes_for(64), 8);
+    }
+}
+
+/// Which jobs a list asks for, as the Jobs page and `GET /api/v1/jobs` take it. Scoping to
+/// what the viewer may see is the backend's job ([`JobFilter::terms`] names the teams).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JobFilter {
+    pub state: Option<JobState>,
+    pub team: Option<String>,
+    /// Only the viewer's own jobs.
+    pub mine: bool,
+    /// Only queued, admitted and running jobs.
+    pub active: bool,
+    pub user: Option<String>,
+    pub pool: Option<String>,
+    /// Text in the job's name, template or user, ignoring the case of ASCII letters.
+    pub q: Option<String>,
+    /// Submitted on or after `from`, on or before `to`: a day (`2026-12-01`, UTC) or an
+    /// RFC 3339 time.
+    pub from: Option<String>,
+    pub to: Option<String>,
+    /// A `next_cursor` from the page before.
+    pub cursor: Option<String>,
+    /// Jobs per page: 50 unless asked, at most 200.
+    pub limit: Option<u32>,
+}
+
+/// What `from` and `to` accept.
+pub const DAY_OR_TIME: &str =
+    "a day as 2026-12-01 (UTC) or an RFC 3339 time such as 2026-12-01T09:30:00Z";
+
+/// A list's time bound: an RFC 3339 time, or a UTC day (its start; with `end`, the start of
+/// the next day, so `to` takes the whole day). Empty is no bound; anything else is `Err`.
+pub fn day_or_time(
+    v: &str,
+    end: bool,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, &'static str> {
+    let v = v.trim();
+    if v.is_empty() {
+        return Ok(None);
+    }
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(v) {
+        return Ok(Some(t.with_timezone(&chrono::Utc)));
+    }
+    let day = chrono::NaiveDate::parse_from_str(v, "%Y-%m-%d").map_err(|_| DAY_OR_TIME)?;
+    let day = if end {
+        day.succ_opt().unwrap_or(day)
+    } else {
+        day
+    };
+    Ok(Some(day.and_time(chrono::NaiveTime::MIN).and_utc()))
+}
+
+/// The terms of a job list whatever its page: the database's query is built from them, and a
+/// live page uses [`JobTerms::matches`] to place a changed job without asking the server. The
+/// two are one rule (`server/tests/api.rs` holds the SQL and `matches` equal).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JobTerms {
+    /// Only these teams' jobs (`None`: every team's, for an admin).
+    pub teams: Option<Vec<String>>,
+    pub user: Option<String>,
+    pub state: Option<JobState>,
+    /// Only queued, admitted and running jobs.
+    pub active: bool,
+    pub pool: Option<String>,
+    /// Jobs whose name, template or user contains this, ignoring the case of ASCII letters.
+    pub text: Option<String>,
+    /// Submitted at or after `from`, before `until`.
+    pub from: Option<chrono::DateTime<chrono::Utc>>,
+    pub until: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// What [`JobTerms::matches`] reads of a job.
+#[derive(Clone, Copy, Debug)]
+pub struct JobFacts<'a> {
+    pub team: &'a str,
+    pub user: &'a str,
+    pub state: JobState,
+    pub pool: &'a str,
+    pub name: &'a str,
+    pub template: &'a str,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl JobFilter {
+    /// The list's terms for `viewer`: the team asked for (the caller checks that the viewer
+    /// may see it), else every team for an admin and the viewer's teams for anyone else;
+    /// `mine` is the viewer's own jobs. `Err` names the field and what it accepts.
+    pub fn terms(&self, viewer: &Viewer) -> Result<JobTerms, (&'static str, String)> {
+        fn some(v: &Option<String>) -> Option<&str> {
+            v.as_deref().map(str::trim).filter(|v| !v.is_empty())
+        }
+        let from = match &self.from {
+            Some(v) => day_or_time(v, false).map_err(|m| ("from", m.to_string()))?,
+            None => None,
+        };
+        let until = match &self.to {
+            Some(v) => day_or_time(v, true).map_err(|m| ("to", m.to_string()))?,
+            None => None,
+        };
+        Ok(JobTerms {
+            teams: match some(&self.team) {
+                Some(t) => Some(vec![t.to_string()]),
+                None if viewer.is_admin => None,
+                None => Some(viewer.teams.iter().map(|m| m.team.clone()).collect()),
+            },
+            user: if self.mine {
+                Some(viewer.user.clone())
+            } else {
+                some(&self.user).map(String::from)
+            },
+            state: self.state,
+            active: self.active,
+            pool: some(&self.pool).map(String::from),
+            text: some(&self.q).map(String::from),
+            from,
+            until,
+        })
+    }
+}
+
+impl JobTerms {
+    /// Whether a job is in the list these terms make (any page of it).
+    pub fn matches(&self, j: JobFacts<'_>) -> bool {
+        // The case of ASCII letters only, as the database's query.
+        let contains = |hay: &str, needle: &str| hay.to_ascii_lowercase().contains(needle);
+        self.teams
+            .as_ref()
+            .is_none_or(|ts| ts.iter().any(|t| t == j.team))
+            && self.user.as_deref().is_none_or(|u| u == j.user)
+            && self.state.is_none_or(|s| s == j.state)
+            && (!self.active || j.state.is_active())
+            && self.pool.as_deref().is_none_or(|p| p == j.pool)
+            && self.text.as_deref().is_none_or(|t| {
+                let t = t.to_ascii_lowercase();
+                contains(j.name, &t) || contains(j.template, &t) || contains(j.user, &t)
+            })
+            && self.from.is_none_or(|f| j.created_at >= f)
+            && self.until.is_none_or(|u| j.created_at < u)
     }
 }

@@ -375,6 +375,10 @@ pub enum LiveEvent {
         pool: String,
         state: JobState,
         now: DateTime<Utc>,
+        /// The job as a list row (no events), with what the viewer may do with it; only
+        /// with `job_id`. Lists patch themselves with it instead of asking again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        row: Option<Box<Job>>,
     },
     /// The cluster clock, every few seconds, so elapsed times move.
     Tick { now: DateTime<Utc> },

@@ -9,9 +9,10 @@ use crate::app::{use_viewer, Authed};
 use crate::components::{loaded, progress_text, Ago, PageError, StateBadge};
 use crate::format;
 use crate::functions::{list_jobs, list_pools, JobsPageQuery};
-use crate::live::use_live;
-use crate::model::{JobList, JobState};
+use crate::live::{throttle, use_live};
+use crate::model::{Job, JobList, JobState, JobTerms};
 use crate::pages::job_actions::CancelButton;
+use crate::pages::jobs_live::{patch, Patched};
 
 #[component]
 pub fn JobsPage() -> impl IntoView {
@@ -29,7 +30,6 @@ const KEYS: [&str; 9] = [
 
 #[component]
 fn Jobs() -> impl IntoView {
-    let live = use_live();
     let query = use_query_map();
     let get = move |k: &str| query.read().get(k).filter(|v| !v.trim().is_empty());
     let state = move || get("state");
@@ -45,9 +45,11 @@ fn Jobs() -> impl IntoView {
         to: get("to"),
         cursor: get("cursor"),
     };
-    // A change of a job the viewer may see: refetched at most once a second.
-    let changed = live.throttled(std::time::Duration::from_secs(1), |c| !c.job_id.is_empty());
-    let list = Resource::new(move || (page_query(), changed.get()), |(q, _)| list_jobs(q));
+    // Live changes patch the shown page (see `jobs_live`); what cannot be patched exactly is
+    // asked again, at most every 5 s.
+    let stale = RwSignal::new(0u64);
+    let refetch = throttle(std::time::Duration::from_secs(5), move || stale.get() > 0);
+    let list = Resource::new(move || (page_query(), refetch.get()), |(q, _)| list_jobs(q));
     let pools = Resource::new(|| (), |_| list_pools());
     // A link to this page with `changes` applied to the current query; any change starts
     // again at the first page.
@@ -69,6 +71,7 @@ fn Jobs() -> impl IntoView {
             format!("/jobs?{}", parts.join("&"))
         }
     };
+    let page_query_untracked = move || untrack(page_query);
     let viewer = use_viewer();
     let can_launch = viewer.as_ref().is_some_and(|v| v.can_launch());
     let is_admin = viewer.as_ref().is_some_and(|v| v.is_admin);
@@ -168,14 +171,21 @@ fn Jobs() -> impl IntoView {
             })}
         </form>
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
-            {move || Suspend::new(async move {
+            {move || {
+                let viewer_for_terms = viewer.clone();
+                Suspend::new(async move {
                 loaded(list).await.map(|r| match r {
                     Ok(l) => {
                         let older = l.next_cursor.clone().map(|c| link(&[("cursor", Some(c.as_str()))]));
                         let newest = get("cursor").map(|_| link(&[("cursor", None)]));
+                        let terms = viewer_for_terms
+                            .as_ref()
+                            .and_then(|v| page_query_untracked().filter().ok()?.terms(v).ok());
+                        let shown = RwSignal::new(l);
+                        follow_live(shown, terms, newest.is_none(), stale);
                         view! {
-                            <PageLine list=l.clone() first_page=newest.is_none()/>
-                            <JobTable list=l can_launch show_team=is_admin searching=searching()/>
+                            <PageLine list=shown first_page=newest.is_none()/>
+                            <JobTable list=shown can_launch show_team=is_admin searching=searching()/>
                             <nav class="pager" aria-label="Pages">
                                 {newest.map(|h| view! { <a class="button" href=h data-testid="page-newest">"← Newest"</a> })}
                                 {older.map(|h| view! { <a class="button" href=h data-testid="page-older">"Older jobs →"</a> })}
@@ -184,14 +194,52 @@ fn Jobs() -> impl IntoView {
                     }
                     Err(e) => view! { <PageError err=e/> }.into_any(),
                 })
-            })}
+            })}}
         </Transition>
     }
 }
 
+/// Patches the shown page from the live stream; a change it cannot place exactly (or a gap
+/// in the changes seen) bumps `stale`, which refetches.
+fn follow_live(
+    shown: RwSignal<JobList>,
+    terms: Option<JobTerms>,
+    first_page: bool,
+    stale: RwSignal<u64>,
+) {
+    let live = use_live();
+    let seen = StoredValue::new(live.last.with_untracked(|c| c.seq));
+    Effect::new(move |_| {
+        let c = live.last.get();
+        let last = seen.get_value();
+        if c.seq <= last {
+            return;
+        }
+        seen.set_value(c.seq);
+        let done = match &terms {
+            Some(t) if c.seq == last + 1 => {
+                let mut done = Patched::Nothing;
+                shown.maybe_update(|l| {
+                    done = patch(l, t, first_page, &c);
+                    done == Patched::Changed
+                });
+                done
+            }
+            _ => Patched::Refetch,
+        };
+        if done == Patched::Refetch {
+            stale.update(|n| *n += 1);
+        }
+    });
+}
+
 /// "50 of 253 jobs, newest first": how much of the list this page is.
 #[component]
-fn PageLine(list: JobList, first_page: bool) -> impl IntoView {
+fn PageLine(list: RwSignal<JobList>, first_page: bool) -> impl IntoView {
+    move || list.with(|list| page_line(list, first_page))
+}
+
+fn page_line(list: &JobList, first_page: bool) -> impl IntoView {
     let shown = list.jobs.len() as u64;
     let text = if list.total == 0 {
         String::new()
@@ -227,11 +275,19 @@ fn encode(v: &str) -> String {
 }
 
 #[component]
-fn JobTable(list: JobList, can_launch: bool, show_team: bool, searching: bool) -> impl IntoView {
+fn JobTable(
+    list: RwSignal<JobList>,
+    can_launch: bool,
+    show_team: bool,
+    searching: bool,
+) -> impl IntoView {
     let live = use_live();
-    let page_now = list.now;
-    if list.jobs.is_empty() {
-        return view! {
+    let page_now = list.with_untracked(|l| l.now);
+    // Only when the page turns empty or not: patched rows redraw on their own.
+    let empty = Memo::new(move |_| list.with(|l| l.jobs.is_empty()));
+    move || {
+        if empty.get() {
+            view! {
             <div class="empty panel" data-testid="jobs-empty">
                 {if searching {
                     view! { <p>"No jobs match this search. Try fewer words or a wider date range."</p> }.into_any()
@@ -241,10 +297,10 @@ fn JobTable(list: JobList, can_launch: bool, show_team: bool, searching: bool) -
                 {can_launch.then(|| view! { <a class="button" href="/launch">"Launch one"</a> })}
             </div>
         }
-        .into_any();
-    }
-    // On a phone the table scrolls inside its box instead of widening the page.
-    view! {
+        .into_any()
+        } else {
+            // On a phone the table scrolls inside its box instead of widening the page.
+            view! {
         <div class="table-scroll">
         <table class="table" data-testid="jobs-table">
             <thead>
@@ -262,10 +318,10 @@ fn JobTable(list: JobList, can_launch: bool, show_team: bool, searching: bool) -
                 </tr>
             </thead>
             <tbody>
-                {list
-                    .jobs
-                    .into_iter()
-                    .map(|j| {
+                <For
+                    each=move || list.with(|l| l.jobs.clone())
+                    key=row_key
+                    children=move |j: Job| {
                         let progress = {
                             let j = j.clone();
                             move || progress_text(&j, live.now_or(page_now))
@@ -285,11 +341,24 @@ fn JobTable(list: JobList, can_launch: bool, show_team: bool, searching: bool) -
                                 <td><CancelButton job=j.clone()/></td>
                             </tr>
                         }
-                    })
-                    .collect_view()}
+                    }
+                />
             </tbody>
         </table>
         </div>
     }
         .into_any()
+        }
+    }
+}
+
+/// A row is drawn again when what it shows changed.
+fn row_key(j: &Job) -> (String, JobState, Option<u32>, bool, bool) {
+    (
+        j.id.clone(),
+        j.state,
+        j.queue_position,
+        j.can_cancel,
+        j.admitted_at.is_some(),
+    )
 }

@@ -6,6 +6,7 @@ pub mod job_actions;
 pub mod job_gpu;
 pub mod job_logs;
 pub mod jobs;
+pub mod jobs_live;
 pub mod launch;
 pub mod launch_form;
 pub mod login;

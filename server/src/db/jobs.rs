@@ -107,29 +107,21 @@ pub struct Transition<'a> {
     pub kind: Option<&'a str>,
 }
 
-/// Which jobs a list reads: filters, then a page of them, newest first.
+/// Which jobs a list reads: its terms (shared with the live pages' [`JobTerms::matches`]),
+/// then a page of them, newest first.
 #[derive(Clone, Debug, Default)]
 pub struct JobQuery {
-    pub teams: Option<Vec<String>>,
-    pub user: Option<String>,
-    pub state: Option<JobState>,
-    /// Only queued, admitted and running jobs.
-    pub active: bool,
-    pub pool: Option<String>,
-    /// Jobs whose name, template or user contains this, ignoring case.
-    pub text: Option<String>,
-    /// Submitted at or after / before these times.
-    pub from: Option<DateTime<Utc>>,
-    pub until: Option<DateTime<Utc>>,
+    pub terms: app::model::domain::JobTerms,
     /// Keyset: only jobs after this one in the order (submitted, id), both descending.
     pub after: Option<(DateTime<Utc>, String)>,
     pub limit: i64,
 }
 
-/// `%text%` for `LIKE ... ESCAPE '\'`, lowercased, its own wildcards escaped.
+/// `%text%` for `LIKE ... ESCAPE '\'`, its ASCII letters lowercased, its own wildcards
+/// escaped.
 fn like_pattern(text: &str) -> String {
     let mut p = String::from("%");
-    for c in text.to_lowercase().chars() {
+    for c in text.to_ascii_lowercase().chars() {
         if matches!(c, '%' | '_' | '\\') {
             p.push('\\');
         }
@@ -141,7 +133,8 @@ fn like_pattern(text: &str) -> String {
 
 /// The `WHERE` clause of a job list and its arguments (strings; numbers are bound as text
 /// where the column is text, and written in where they are not).
-fn job_where(q: &JobQuery, with_cursor: bool) -> Option<(String, Vec<String>)> {
+fn job_where(query: &JobQuery, with_cursor: bool, postgres: bool) -> Option<(String, Vec<String>)> {
+    let q = &query.terms;
     let mut sql = String::from(" WHERE 1 = 1");
     let mut args: Vec<String> = Vec::new();
     let arg = |args: &mut Vec<String>, v: String| {
@@ -177,8 +170,22 @@ fn job_where(q: &JobQuery, with_cursor: bool) -> Option<(String, Vec<String>)> {
             arg(&mut args, p.clone()),
             arg(&mut args, p),
         );
+        // ASCII letters only, on both databases: SQLite's LOWER knows no others, and
+        // Postgres' would follow the database's locale. `JobTerms::matches` does the same.
+        let lower = |col: &str| {
+            if postgres {
+                format!(
+                    "TRANSLATE({col}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')"
+                )
+            } else {
+                format!("LOWER({col})")
+            }
+        };
         sql.push_str(&format!(
-            " AND (LOWER(name) LIKE {a} ESCAPE '\\' OR LOWER(template_id) LIKE {b} ESCAPE '\\' OR LOWER(user_id) LIKE {c} ESCAPE '\\')"
+            " AND ({} LIKE {a} ESCAPE '\\' OR {} LIKE {b} ESCAPE '\\' OR {} LIKE {c} ESCAPE '\\')",
+            lower("name"),
+            lower("template_id"),
+            lower("user_id")
         ));
     }
     if let Some(from) = q.from {
@@ -187,7 +194,7 @@ fn job_where(q: &JobQuery, with_cursor: bool) -> Option<(String, Vec<String>)> {
     if let Some(until) = q.until {
         sql.push_str(&format!(" AND created_at < {}", ms(until)));
     }
-    if let (true, Some((at, id))) = (with_cursor, &q.after) {
+    if let (true, Some((at, id))) = (with_cursor, &query.after) {
         let at = ms(*at);
         let m = arg(&mut args, id.clone());
         sql.push_str(&format!(
@@ -358,7 +365,7 @@ impl Db {
 
     /// A page of jobs, newest first (submission time, then id), as `q` selects.
     pub async fn list_jobs(&self, q: &JobQuery) -> Result<Vec<JobRow>> {
-        let Some((filter, args)) = job_where(q, true) else {
+        let Some((filter, args)) = job_where(q, true, self.postgres) else {
             return Ok(Vec::new());
         };
         let sql = format!(
@@ -375,7 +382,7 @@ impl Db {
 
     /// How many jobs `q`'s filters select, on every page.
     pub async fn count_jobs(&self, q: &JobQuery) -> Result<u64> {
-        let Some((filter, args)) = job_where(q, false) else {
+        let Some((filter, args)) = job_where(q, false, self.postgres) else {
             return Ok(0);
         };
         let sql = format!("SELECT COUNT(*) AS n FROM job{filter}");

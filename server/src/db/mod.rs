@@ -11,6 +11,9 @@ mod pools;
 mod templates;
 mod usage;
 
+#[cfg(test)]
+mod tests;
+
 use audit::insert_audit;
 pub use identity::TokenRow;
 pub use jobs::{EventRow, JobQuery, JobRow, NewJob, Transition};

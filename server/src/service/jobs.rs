@@ -66,6 +66,19 @@ impl Portal {
             .collect())
     }
 
+    /// What a viewer may do with a job: cancel it (its owner, the team's lead or an admin,
+    /// while it is active) and re-run or clone it (a member of its team).
+    pub(super) fn may_act(
+        viewer: &Viewer,
+        team: &str,
+        user: &str,
+        state: JobState,
+    ) -> (bool, bool) {
+        let can_cancel = state.is_active()
+            && (user == viewer.user || viewer.is_lead_of(team) || viewer.is_admin);
+        (can_cancel, viewer.is_member_of(team))
+    }
+
     pub(super) async fn to_jobs(
         &self,
         viewer: &Viewer,
@@ -92,10 +105,8 @@ impl Portal {
                 (true, Some(q), Some(p)) => self.ahead_of(viewer, q, p.position_in_pool).await?,
                 _ => Vec::new(),
             };
-            let can_cancel = r.state.is_active()
-                && (r.user == viewer.user || viewer.is_lead_of(&r.team) || viewer.is_admin);
+            let (can_cancel, can_rerun) = Self::may_act(viewer, &r.team, &r.user, r.state);
             let events = events.remove(&r.id).unwrap_or_default();
-            let can_rerun = viewer.is_member_of(&r.team);
             let version_note = if with_ahead && viewer.is_member_of(&r.team) {
                 self.version_note(&r).await?
             } else {
@@ -236,49 +247,25 @@ impl Portal {
         if text.is_some_and(|t| t.chars().count() > 200) {
             return Err(Error::invalid("q", "at most 200 characters"));
         }
-        let from = filter
-            .from
-            .as_deref()
-            .map(|v| day_or_time("from", v, false))
-            .transpose()?
-            .flatten();
-        let until = filter
-            .to
-            .as_deref()
-            .map(|v| day_or_time("to", v, true))
-            .transpose()?
-            .flatten();
-        if let (Some(f), Some(u)) = (from, until) {
+        if let Some(t) = filter.team.as_deref().filter(|t| !t.trim().is_empty()) {
+            if !Self::may_see(viewer, t) {
+                return Err(Error::forbidden(format!(
+                    "you can list only your own team's jobs, not team '{t}'"
+                ))
+                .with_field("team"));
+            }
+        }
+        let terms = filter
+            .terms(viewer)
+            .map_err(|(field, message)| Error::invalid(field, message))?;
+        if let (Some(f), Some(u)) = (terms.from, terms.until) {
             if u <= f {
                 return Err(Error::invalid("to", "must not be before 'from'"));
             }
         }
         let after = super::page::cursor_place(filter.cursor.as_deref())?;
-        let teams = match &filter.team {
-            Some(t) if Self::may_see(viewer, t) => Some(vec![t.clone()]),
-            Some(t) => {
-                return Err(Error::forbidden(format!(
-                    "you can list only your own team's jobs, not team '{t}'"
-                ))
-                .with_field("team"))
-            }
-            None if viewer.is_admin => None,
-            None => Some(viewer.teams.iter().map(|m| m.team.clone()).collect()),
-        };
-        let user = if filter.mine {
-            Some(viewer.user.clone())
-        } else {
-            filter.user.clone().filter(|u| !u.is_empty())
-        };
         let mut q = JobQuery {
-            teams,
-            user,
-            state: filter.state,
-            active: filter.active,
-            pool: filter.pool.clone().filter(|p| !p.is_empty()),
-            text: text.map(String::from),
-            from,
-            until,
+            terms,
             after,
             // One more than a page: whether there is a next page.
             limit: i64::from(limit) + 1,
@@ -353,6 +340,7 @@ impl Portal {
                 pool: row.pool.clone(),
                 state: JobState::Cancelled,
                 at,
+                row: Default::default(),
             });
         }
         if let Err(e) = self.cluster.cancel(id).await {
@@ -385,54 +373,5 @@ impl Portal {
     }
 }
 
-/// `2026-12-01` (a UTC day: its start, or for an end the start of the next day) or an
-/// RFC 3339 time; empty is no bound.
-fn day_or_time(field: &str, v: &str, end: bool) -> Result<Option<DateTime<Utc>>, Error> {
-    let v = v.trim();
-    if v.is_empty() {
-        return Ok(None);
-    }
-    if let Ok(t) = DateTime::parse_from_rfc3339(v) {
-        return Ok(Some(t.with_timezone(&Utc)));
-    }
-    let day = chrono::NaiveDate::parse_from_str(v, "%Y-%m-%d").map_err(|_| {
-        Error::invalid(
-            field,
-            "a day as 2026-12-01 (UTC) or an RFC 3339 time such as 2026-12-01T09:30:00Z",
-        )
-    })?;
-    let day = if end {
-        day.succ_opt().unwrap_or(day)
-    } else {
-        day
-    };
-    Ok(Some(day.and_time(chrono::NaiveTime::MIN).and_utc()))
-}
-
 /// The active jobs the home page lists; it says how many more there are and links to Jobs.
 pub const HOME_ACTIVE_JOBS: u32 = 20;
-
-#[cfg(test)]
-mod page_tests {
-    use super::*;
-
-    #[test]
-    fn days_bound_whole_utc_days() {
-        let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
-        assert_eq!(
-            day_or_time("from", "2026-12-01", false).unwrap(),
-            Some(t("2026-12-01T00:00:00Z"))
-        );
-        assert_eq!(
-            day_or_time("to", "2026-12-01", true).unwrap(),
-            Some(t("2026-12-02T00:00:00Z"))
-        );
-        assert_eq!(
-            day_or_time("to", "2026-12-01T09:30:00+01:00", true).unwrap(),
-            Some(t("2026-12-01T08:30:00Z"))
-        );
-        assert_eq!(day_or_time("from", " ", false).unwrap(), None);
-        let e = day_or_time("from", "yesterday", false).unwrap_err();
-        assert_eq!(e.field.as_deref(), Some("from"));
-    }
-}

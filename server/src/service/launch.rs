@@ -326,6 +326,7 @@ impl Portal {
             pool: v.pool,
             state: JobState::Queued,
             at: now,
+            row: Default::default(),
         });
         self.sync().await;
         let job = self.get_job(viewer, &id).await?;

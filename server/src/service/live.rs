@@ -15,6 +15,20 @@ pub struct LiveChange {
     pub pool: String,
     pub state: JobState,
     pub at: DateTime<Utc>,
+    /// The job's list row, read once when the first stream that may show it asks.
+    pub row: RowCell,
+}
+
+/// A changed job's list row, shared by every stream told of the change: read from the
+/// database once, however many viewers are connected.
+#[derive(Clone, Debug, Default)]
+pub struct RowCell(std::sync::Arc<tokio::sync::OnceCell<Option<Job>>>);
+
+impl RowCell {
+    /// Whether some stream has read the row already.
+    pub fn is_read(&self) -> bool {
+        self.0.initialized()
+    }
 }
 
 impl Portal {
@@ -27,14 +41,23 @@ impl Portal {
         let _ = self.live.send(change);
     }
 
-    /// What a viewer's live stream says of a change: the job's id when it is their team's
-    /// (or they are an admin); of another team's job only which pool moved (queue positions
-    /// may have changed). `None` (changes were missed): nothing but the time, so pages
-    /// refetch everything.
-    pub fn live_event(&self, viewer: &Viewer, change: Option<LiveChange>) -> LiveEvent {
+    /// What a viewer's live stream says of a change: the job's id and its list row when it
+    /// is their team's (or they are an admin), with what this viewer may do with it; of
+    /// another team's job only which pool moved (queue positions may have changed). `None`
+    /// (changes were missed): nothing but the time, so pages refetch everything.
+    pub async fn live_event(&self, viewer: &Viewer, change: Option<LiveChange>) -> LiveEvent {
         match change {
             Some(c) => {
                 let visible = Self::may_see(viewer, &c.team);
+                let row = if visible && !c.job_id.is_empty() {
+                    self.live_row(&c).await.map(|mut j| {
+                        (j.can_cancel, j.can_rerun) =
+                            Self::may_act(viewer, &j.team, &j.user, j.state);
+                        Box::new(j)
+                    })
+                } else {
+                    None
+                };
                 LiveEvent::Job {
                     notify: c.notify && c.user == viewer.user,
                     job_id: if visible { c.job_id } else { String::new() },
@@ -42,6 +65,7 @@ impl Portal {
                     pool: c.pool,
                     state: c.state,
                     now: c.at,
+                    row,
                 }
             }
             None => LiveEvent::Job {
@@ -51,8 +75,45 @@ impl Portal {
                 pool: String::new(),
                 state: JobState::Queued,
                 now: self.cluster.now(),
+                row: None,
             },
         }
+    }
+
+    /// The changed job as a list shows it (no events: the list does not show them), read
+    /// once per change. `None` when it cannot be read; the page then refetches.
+    async fn live_row(&self, c: &LiveChange) -> Option<Job> {
+        c.row
+            .0
+            .get_or_init(|| async {
+                let row = match self.db.get_job(&c.job_id).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::warn!(job.id = %c.job_id, error = %e, "live: could not read the changed job");
+                        return None;
+                    }
+                };
+                // Nothing in a list row depends on who reads it but what they may do,
+                // which each stream sets for its viewer.
+                let nobody = Viewer {
+                    user: String::new(),
+                    display_name: String::new(),
+                    teams: Vec::new(),
+                    is_admin: false,
+                };
+                match self.to_jobs(&nobody, vec![row], false).await {
+                    Ok(mut jobs) => jobs.pop().map(|mut j| {
+                        j.events.clear();
+                        j
+                    }),
+                    Err(e) => {
+                        tracing::warn!(job.id = %c.job_id, error = %e, "live: could not build the changed job's row");
+                        None
+                    }
+                }
+            })
+            .await
+            .clone()
     }
 
     /// The live stream's clock tick.

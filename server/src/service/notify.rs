@@ -282,6 +282,7 @@ impl Portal {
                 pool: row.pool.clone(),
                 state: row.state,
                 at: self.cluster.now(),
+                row: Default::default(),
             });
         }
         let hooks = self

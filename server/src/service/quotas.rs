@@ -285,6 +285,7 @@ impl Portal {
             pool: pool.to_string(),
             state: JobState::Queued,
             at: now,
+            row: Default::default(),
         });
         self.quota_for(viewer, team, pool).await
     }

@@ -164,6 +164,7 @@ async fn the_live_stream_shows_only_what_the_viewer_may_see() {
         pool: "hgx-h100".into(),
         state: JobState::Running,
         at: chrono::Utc::now(),
+        row: Default::default(),
     };
     let id_of = |e: LiveEvent| match e {
         LiveEvent::Job { job_id, pool, .. } => (job_id, pool),
@@ -173,35 +174,90 @@ async fn the_live_stream_shows_only_what_the_viewer_may_see() {
     let other = if own == "nlp" { "vision" } else { "nlp" };
     assert!(!alice.is_member_of(other) && !alice.is_admin);
     assert_eq!(
-        id_of(f.portal.live_event(&alice, Some(change(&own)))),
+        id_of(f.portal.live_event(&alice, Some(change(&own))).await),
         ("j-1".to_string(), "hgx-h100".to_string())
     );
     assert_eq!(
-        id_of(f.portal.live_event(&alice, Some(change(other)))),
+        id_of(f.portal.live_event(&alice, Some(change(other))).await),
         (String::new(), "hgx-h100".to_string())
     );
     assert!(carol.is_admin);
     assert_eq!(
-        id_of(f.portal.live_event(&carol, Some(change(other)))).0,
+        id_of(f.portal.live_event(&carol, Some(change(other))).await).0,
         "j-1"
     );
     assert_eq!(
-        id_of(f.portal.live_event(&alice, None)),
+        id_of(f.portal.live_event(&alice, None).await),
         (String::new(), String::new())
     );
     // A notification written for its owner is flagged for the owner only; the owner's name
     // goes only to those who may see the job.
-    let told = |v: &app::model::Viewer, team: &str| {
+    let told = async |v: &app::model::Viewer, team: &str| {
         let mut c = change(team);
         c.user = "alice".into();
         c.notify = true;
-        match f.portal.live_event(v, Some(c)) {
+        match f.portal.live_event(v, Some(c)).await {
             LiveEvent::Job { notify, user, .. } => (notify, user),
             other => panic!("{other:?}"),
         }
     };
-    assert_eq!(told(&alice, &own), (true, "alice".to_string()));
-    assert_eq!(told(&carol, &own), (false, "alice".to_string()));
-    assert_eq!(told(&alice, other), (true, String::new()));
+    assert_eq!(told(&alice, &own).await, (true, "alice".to_string()));
+    assert_eq!(told(&carol, &own).await, (false, "alice".to_string()));
+    assert_eq!(told(&alice, other).await, (true, String::new()));
+
+    // A real job's change carries its list row to those who may see it, with what each may
+    // do: alice (a member) may not cancel bob's job, bob (its owner) and carol (admin) may.
+    let (bob, dave) = (f.viewer("bob").await, f.viewer("dave").await);
+    let (job, _) = f
+        .portal
+        .launch_job(
+            &bob,
+            app::model::LaunchRequest {
+                template: "llama-3.1-8b-fsdp".into(),
+                gpus: 8,
+                name: Some("live-row".into()),
+                ..Default::default()
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    let c = crate::service::LiveChange {
+        job_id: job.id.clone(),
+        user: "bob".into(),
+        notify: false,
+        team: job.team.clone(),
+        pool: job.pool.clone(),
+        state: job.state,
+        at: chrono::Utc::now(),
+        row: Default::default(),
+    };
+    let row_of = async |v: &app::model::Viewer| match f.portal.live_event(v, Some(c.clone())).await
+    {
+        LiveEvent::Job { row, .. } => row,
+        other => panic!("{other:?}"),
+    };
+    let for_alice = row_of(&alice).await.expect("a teammate gets the row");
+    assert_eq!(
+        (
+            for_alice.id.as_str(),
+            for_alice.name.as_str(),
+            for_alice.state
+        ),
+        (job.id.as_str(), "live-row", job.state)
+    );
+    assert_eq!(for_alice.queue_position, job.queue_position);
+    assert!(for_alice.events.is_empty(), "a list row carries no events");
+    assert!(!for_alice.can_cancel && for_alice.can_rerun);
+    let for_bob = row_of(&bob).await.unwrap();
+    assert!(for_bob.can_cancel && for_bob.can_rerun);
+    let for_carol = row_of(&carol).await.unwrap();
+    assert!(for_carol.can_cancel && !for_carol.can_rerun);
+    assert!(
+        row_of(&dave).await.is_none(),
+        "another team's viewer gets no row"
+    );
+    // Read once for all of them: the cell now holds it.
+    assert!(c.row.is_read());
     db.drop_database().await;
 }

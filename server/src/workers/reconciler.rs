@@ -379,6 +379,7 @@ pub async fn correct_from_cluster(
                 pool: row.pool.clone(),
                 state,
                 at,
+                row: Default::default(),
             });
         }
     }
@@ -475,6 +476,7 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Outcome, crate::db::DbError
         pool: row.pool,
         state: to,
         at: ev.at,
+        row: Default::default(),
     }))
 }
 

@@ -57,9 +57,9 @@ pub(super) async fn stream_events(
     loop {
         let event = tokio::select! {
             msg = live.recv() => match msg {
-                Ok(c) => portal.live_event(&viewer, Some(c)),
+                Ok(c) => portal.live_event(&viewer, Some(c)).await,
                 // Missed some: a pool-less change makes the page refetch everything.
-                Err(RecvError::Lagged(_)) => portal.live_event(&viewer, None),
+                Err(RecvError::Lagged(_)) => portal.live_event(&viewer, None).await,
                 Err(RecvError::Closed) => return,
             },
             _ = every.tick() => {

@@ -1,0 +1,394 @@
+//! The Jobs list patched from the live stream. A change of a job the viewer may see carries
+//! the job's list row: the shown page updates, inserts or removes that row by the page's own
+//! terms ([`JobTerms::matches`], the rule the server's query follows) and its place in the
+//! newest-first order, and keeps its count. What a row cannot tell asks for a refetch
+//! instead: missed changes, another team's job moving a queue this page shows, a job whose
+//! place in the list is on another page while the page filters by state.
+
+use crate::live::Change;
+use crate::model::{Job, JobFacts, JobList, JobState, JobTerms};
+
+/// What a change did to the shown page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Patched {
+    /// Nothing shown changed.
+    Nothing,
+    /// The page was patched in place.
+    Changed,
+    /// The page cannot be patched exactly: ask the server again.
+    Refetch,
+}
+
+fn facts(j: &Job) -> JobFacts<'_> {
+    JobFacts {
+        team: &j.team,
+        user: &j.user,
+        state: j.state,
+        pool: &j.pool,
+        name: &j.name,
+        template: &j.template,
+        created_at: j.created_at,
+    }
+}
+
+/// The server's order: newest first by submission time, then by id, both descending.
+fn key(j: &Job) -> (chrono::DateTime<chrono::Utc>, &str) {
+    (j.created_at, j.id.as_str())
+}
+
+/// Applies `c` to the shown page `list` of the list `terms` make (`first_page`: no cursor).
+pub fn patch(list: &mut JobList, terms: &JobTerms, first_page: bool, c: &Change) -> Patched {
+    let Some(row) = c.row.as_deref() else {
+        if c.is_everything() || list.jobs.iter().any(|j| j.id == c.job_id) {
+            return Patched::Refetch;
+        }
+        // Another team's job: the shown queued jobs of that pool may have moved.
+        return if queued_behind(list, &c.pool, "", 0) {
+            Patched::Refetch
+        } else {
+            Patched::Nothing
+        };
+    };
+    let was = list.jobs.iter().position(|j| j.id == row.id);
+    let before = was.map(|i| list.jobs[i].clone());
+    // Queue positions of the other shown rows of the pool: a job that joined ahead of them
+    // or left the queue moves them; the row tells its own place, not theirs.
+    let moves_others = match row.state {
+        JobState::Queued => match (before.as_ref(), row.queue_position) {
+            (Some(b), Some(p)) if b.state == JobState::Queued && b.queue_position == Some(p) => {
+                false
+            }
+            (_, Some(p)) => queued_behind(list, &row.pool, &row.id, p),
+            (_, None) => queued_behind(list, &row.pool, &row.id, 0),
+        },
+        // Admitted from the queue, or cancelled while it may have waited (a brand-new job
+        // admitted at once never held a place; nor did one shown as already admitted).
+        JobState::Admitted | JobState::Cancelled => {
+            let from = match before.as_ref() {
+                Some(b) if b.state != JobState::Queued => None,
+                Some(b) => Some(b.queue_position.unwrap_or(0)),
+                None if row.state == JobState::Admitted && row.created_at >= c.at => None,
+                None => Some(0),
+            };
+            from.is_some_and(|p| queued_behind(list, &row.pool, &row.id, p))
+        }
+        // From admitted or running: it held no place in the queue.
+        JobState::Running | JobState::Succeeded | JobState::Failed => false,
+    };
+    let belongs = terms.matches(facts(row));
+    let out = match was {
+        Some(i) if belongs => {
+            if list.jobs[i] == *row {
+                Patched::Nothing
+            } else {
+                list.jobs[i] = row.clone();
+                Patched::Changed
+            }
+        }
+        Some(i) => {
+            list.jobs.remove(i);
+            list.total = list.total.saturating_sub(1);
+            Patched::Changed
+        }
+        None if !belongs => Patched::Nothing,
+        None => {
+            // Not shown, and in the list. Shown rows span from the newest (the first page:
+            // everything newer) to the last (or everything older when there is no next page).
+            let above = !first_page && list.jobs.first().is_some_and(|f| key(row) > key(f));
+            let below =
+                list.next_cursor.is_some() && list.jobs.last().is_none_or(|l| key(row) < key(l));
+            if !above && !below {
+                // Within the shown span it would be shown had it matched before: it is new to
+                // the list (launched, or it now has the state the page filters by).
+                let at = list
+                    .jobs
+                    .iter()
+                    .position(|j| key(j) < key(row))
+                    .unwrap_or(list.jobs.len());
+                list.jobs.insert(at, row.clone());
+                list.total += 1;
+                Patched::Changed
+            } else if terms.state.is_none() && !terms.active {
+                // The terms do not depend on the state, so a job on another page was counted
+                // already; only a new job adds to the count, and a new job is the newest.
+                if above && row.created_at >= c.at {
+                    list.total += 1;
+                    Patched::Changed
+                } else {
+                    Patched::Nothing
+                }
+            } else {
+                // On another page, under a state filter: whether it was counted is unknown.
+                Patched::Refetch
+            }
+        }
+    };
+    if moves_others {
+        Patched::Refetch
+    } else {
+        out
+    }
+}
+
+/// Whether the page shows a queued job of `pool` other than `id` at `from` or behind it.
+fn queued_behind(list: &JobList, pool: &str, id: &str, from: u32) -> bool {
+    list.jobs.iter().any(|j| {
+        j.state == JobState::Queued
+            && j.pool == pool
+            && j.id != id
+            && j.queue_position.is_none_or(|p| p >= from)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{DateTime, TimeZone, Utc};
+
+    fn t(s: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_800_000_000 + s, 0).unwrap()
+    }
+
+    fn job(id: &str, at: i64, state: JobState, pool: &str, pos: Option<u32>) -> Job {
+        Job {
+            id: id.into(),
+            name: format!("run-{id}"),
+            template: "llama-3.1-8b-fsdp".into(),
+            template_version: 1,
+            team: "nlp".into(),
+            user: "bob".into(),
+            pool: pool.into(),
+            gpus: 8,
+            nodes: 1,
+            priority: Default::default(),
+            state,
+            queue_position: pos,
+            queue_position_in_team: pos,
+            pending_reason: None,
+            eta: None,
+            ahead: vec![],
+            preemptions: vec![],
+            created_at: t(at),
+            admitted_at: None,
+            finished_at: None,
+            params: Default::default(),
+            max_runtime_s: 3600,
+            node_names: vec![],
+            events: vec![],
+            can_cancel: false,
+            failure: None,
+            cloned_from: None,
+            clones: vec![],
+            can_rerun: true,
+            version_note: None,
+            gpu_hours: None,
+        }
+    }
+
+    fn list(jobs: Vec<Job>, total: u64, more: bool) -> JobList {
+        JobList {
+            jobs,
+            total,
+            next_cursor: more.then(|| "c".into()),
+            now: t(0),
+        }
+    }
+
+    fn change(row: Option<Job>, pool: &str, at: i64) -> Change {
+        Change {
+            seq: 1,
+            job_id: row.as_ref().map(|r| r.id.clone()).unwrap_or_default(),
+            pool: pool.into(),
+            at: t(at),
+            row: row.map(Box::new),
+            ..Default::default()
+        }
+    }
+
+    fn team() -> JobTerms {
+        JobTerms {
+            teams: Some(vec!["nlp".into()]),
+            ..Default::default()
+        }
+    }
+
+    fn ids(l: &JobList) -> Vec<&str> {
+        l.jobs.iter().map(|j| j.id.as_str()).collect()
+    }
+
+    #[test]
+    fn a_teammates_launch_is_inserted_first_and_counted() {
+        let mut l = list(
+            vec![
+                job("b", 20, JobState::Queued, "h100", Some(2)),
+                job("a", 10, JobState::Running, "h100", None),
+            ],
+            7,
+            true,
+        );
+        // Queued behind every shown queued job: nothing shown moves.
+        let new = job("c", 30, JobState::Queued, "h100", Some(3));
+        let c = change(Some(new), "h100", 30);
+        assert_eq!(patch(&mut l, &team(), true, &c), Patched::Changed);
+        assert_eq!(ids(&l), ["c", "b", "a"]);
+        assert_eq!(l.total, 8);
+        // Admitted at once: it never held a place in the queue.
+        let new = job("d", 40, JobState::Admitted, "h100", None);
+        assert_eq!(
+            patch(&mut l, &team(), true, &change(Some(new), "h100", 40)),
+            Patched::Changed
+        );
+        assert_eq!(ids(&l), ["d", "c", "b", "a"]);
+        // Ahead of a shown queued job (a higher priority): its position moved too.
+        let new = job("e", 50, JobState::Queued, "h100", Some(1));
+        assert_eq!(
+            patch(&mut l, &team(), true, &change(Some(new), "h100", 50)),
+            Patched::Refetch
+        );
+        assert_eq!(ids(&l)[0], "e", "the row itself is still placed");
+    }
+
+    #[test]
+    fn a_row_that_leaves_the_filter_is_removed_and_one_leaving_the_queue_moves_others() {
+        let queued = JobTerms {
+            state: Some(JobState::Queued),
+            ..team()
+        };
+        let mut l = list(
+            vec![
+                job("b", 20, JobState::Queued, "h100", Some(2)),
+                job("a", 10, JobState::Queued, "h100", Some(1)),
+            ],
+            2,
+            false,
+        );
+        let mut b = job("b", 20, JobState::Admitted, "h100", None);
+        b.admitted_at = Some(t(25));
+        // "b" was behind "a": "a" keeps its place; "b" leaves the queued list.
+        assert_eq!(
+            patch(&mut l, &queued, true, &change(Some(b), "h100", 25)),
+            Patched::Changed
+        );
+        assert_eq!((ids(&l), l.total), (vec!["a"], 1));
+        // "a" leaves the queue with "c" behind it: "c" moves up, which the row cannot say.
+        l.jobs
+            .insert(0, job("c", 30, JobState::Queued, "h100", Some(2)));
+        let a = job("a", 10, JobState::Cancelled, "h100", None);
+        assert_eq!(
+            patch(&mut l, &queued, true, &change(Some(a), "h100", 35)),
+            Patched::Refetch
+        );
+        assert_eq!(ids(&l), ["c"]);
+    }
+
+    #[test]
+    fn rows_update_in_place_and_other_pages_only_count() {
+        let mut l = list(
+            vec![
+                job("b", 20, JobState::Running, "h100", None),
+                job("a", 10, JobState::Running, "h100", None),
+            ],
+            9,
+            true,
+        );
+        let mut done = job("a", 10, JobState::Succeeded, "h100", None);
+        done.finished_at = Some(t(60));
+        assert_eq!(
+            patch(
+                &mut l,
+                &team(),
+                false,
+                &change(Some(done.clone()), "h100", 60)
+            ),
+            Patched::Changed
+        );
+        assert_eq!((l.jobs[1].state, l.total), (JobState::Succeeded, 9));
+        assert_eq!(
+            patch(&mut l, &team(), false, &change(Some(done), "h100", 60)),
+            Patched::Nothing,
+            "the same row again changes nothing"
+        );
+        // An older page: a new job belongs to the first page, and counts.
+        let new = job("n", 70, JobState::Admitted, "h100", None);
+        assert_eq!(
+            patch(
+                &mut l,
+                &team(),
+                false,
+                &change(Some(new.clone()), "h100", 70)
+            ),
+            Patched::Changed
+        );
+        assert_eq!((ids(&l), l.total), (vec!["b", "a"], 10));
+        // An older job on a later page changed state: it was counted already.
+        let old = job("o", 1, JobState::Succeeded, "h100", None);
+        assert_eq!(
+            patch(&mut l, &team(), false, &change(Some(old), "h100", 80)),
+            Patched::Nothing
+        );
+        // Under a state filter, whether it was counted is unknown.
+        let running = JobTerms {
+            state: Some(JobState::Admitted),
+            ..team()
+        };
+        assert_eq!(
+            patch(&mut l, &running, false, &change(Some(new), "h100", 70)),
+            Patched::Refetch
+        );
+    }
+
+    #[test]
+    fn what_a_row_cannot_tell_is_asked_again() {
+        let other_pool = JobTerms {
+            pool: Some("h200".into()),
+            ..team()
+        };
+        let mut l = list(
+            vec![job("a", 10, JobState::Queued, "h100", Some(3))],
+            1,
+            false,
+        );
+        // A job of another pool, not in this list: nothing.
+        let h200 = job("x", 30, JobState::Queued, "h200", Some(1));
+        assert_eq!(
+            patch(
+                &mut l,
+                &other_pool,
+                true,
+                &change(Some(h200.clone()), "h200", 30)
+            ),
+            Patched::Changed,
+            "it is in the h200 list"
+        );
+        let mut l = list(
+            vec![job("a", 10, JobState::Queued, "h100", Some(3))],
+            1,
+            false,
+        );
+        assert_eq!(
+            patch(&mut l, &team(), true, &change(None, "h200", 30)),
+            Patched::Nothing,
+            "another team's job in a pool with nothing shown queued"
+        );
+        assert_eq!(
+            patch(&mut l, &team(), true, &change(None, "h100", 30)),
+            Patched::Refetch,
+            "another team's job may have moved the shown queue"
+        );
+        assert_eq!(
+            patch(&mut l, &team(), true, &Change::default()),
+            Patched::Refetch,
+            "missed changes"
+        );
+        let text = JobTerms {
+            text: Some("LLAMA".into()),
+            user: Some("alice".into()),
+            ..team()
+        };
+        assert_eq!(
+            patch(&mut l, &text, true, &change(Some(h200), "h200", 40)),
+            Patched::Nothing,
+            "bob's job is not in alice's list"
+        );
+    }
+}

@@ -1,0 +1,207 @@
+//! The job list's SQL against the rule live pages patch with ([`JobTerms::matches`]): for a
+//! spread of terms, on SQLite and Postgres, the database selects exactly the jobs `matches`
+//! accepts, so a page patched from the live stream shows what a refetch would.
+
+use app::model::domain::{JobFacts, JobState, JobTerms, Priority};
+use chrono::{DateTime, Duration, TimeZone, Utc};
+
+use super::{Db, JobQuery, NewJob, Transition};
+use crate::testkit::TestDb;
+
+struct Made {
+    id: String,
+    name: String,
+    template: String,
+    team: String,
+    user: String,
+    pool: String,
+    state: JobState,
+    created_at: DateTime<Utc>,
+}
+
+/// A small deterministic generator (no test should depend on the OS's randomness).
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) as usize) % n
+    }
+}
+
+async fn jobs_agree(db: &TestDb) {
+    let db = Db::connect(&db.url, 4).await.expect("connect");
+    crate::seed::seed_catalog(&db, Utc::now()).await.unwrap();
+    let start = Utc.with_ymd_and_hms(2026, 11, 20, 22, 0, 0).unwrap();
+    let names = [
+        "Llama-Run",
+        "llama_sweep",
+        "100%-eval",
+        "bob's test",
+        "ALICE-ablation",
+        "Ünïcode-run",
+        "plain",
+    ];
+    let who = [
+        ("alice", "nlp"),
+        ("bob", "nlp"),
+        ("dave", "vision"),
+        ("erin", "speech"),
+    ];
+    let templates = ["llama-3.1-8b-fsdp", "mistral-7b-sft", "whisper-large-v3-ft"];
+    let pools = ["hgx-h100", "hgx-h200"];
+    let mut rng = Lcg(7);
+    let mut made = Vec::new();
+    let params = serde_json::Map::new();
+    for i in 0..70 {
+        let (user, team) = who[rng.next(who.len())];
+        let m = Made {
+            id: format!("job-{i:03}"),
+            name: format!("{}-{i}", names[rng.next(names.len())]),
+            template: templates[rng.next(templates.len())].into(),
+            team: team.into(),
+            user: user.into(),
+            pool: pools[rng.next(pools.len())].into(),
+            state: JobState::ALL[rng.next(JobState::ALL.len())],
+            // Across several UTC days, some on the same millisecond.
+            created_at: start + Duration::minutes(37 * (i as i64 / 2)),
+        };
+        db.insert_job(
+            &NewJob {
+                id: &m.id,
+                name: &m.name,
+                template: &m.template,
+                template_version: 1,
+                team: &m.team,
+                user: &m.user,
+                pool: &m.pool,
+                gpus: 8,
+                priority: Priority::Normal,
+                params: &params,
+                max_runtime_s: 3600,
+                idempotency_key: None,
+                request_body: "{}",
+                created_at: m.created_at,
+                cloned_from: None,
+            },
+            "launched",
+        )
+        .await
+        .unwrap();
+        // Walk the job to its state the way the cluster would.
+        let path: &[JobState] = match m.state {
+            JobState::Queued => &[],
+            JobState::Admitted => &[JobState::Admitted],
+            JobState::Running => &[JobState::Admitted, JobState::Running],
+            JobState::Succeeded => &[JobState::Admitted, JobState::Running, JobState::Succeeded],
+            JobState::Failed => &[JobState::Admitted, JobState::Running, JobState::Failed],
+            JobState::Cancelled => &[JobState::Cancelled],
+        };
+        let mut from = JobState::Queued;
+        for (k, to) in path.iter().enumerate() {
+            let moved = db
+                .transition(&Transition {
+                    job_id: &m.id,
+                    from: &[from],
+                    to: *to,
+                    at: m.created_at + Duration::seconds(k as i64 + 1),
+                    reason: "test",
+                    node_names: None,
+                    kind: None,
+                })
+                .await
+                .unwrap();
+            assert!(moved, "{} to {to:?}", m.id);
+            from = *to;
+        }
+        made.push(m);
+    }
+    let teams: [Option<Vec<String>>; 3] = [
+        None,
+        Some(vec!["nlp".into()]),
+        Some(vec!["nlp".into(), "vision".into()]),
+    ];
+    let users = [None, Some("alice"), Some("bob")];
+    let states = [
+        None,
+        Some(JobState::Queued),
+        Some(JobState::Running),
+        Some(JobState::Cancelled),
+    ];
+    let texts = [
+        None,
+        Some("LLAMA"),
+        Some("%"),
+        Some("_"),
+        Some("b"),
+        Some("ali"),
+        Some("üNï"),
+        Some("sft"),
+    ];
+    let days = [
+        None,
+        Some(Utc.with_ymd_and_hms(2026, 11, 21, 0, 0, 0).unwrap()),
+        Some(start + Duration::minutes(37 * 10)),
+    ];
+    let mut checked = 0;
+    for _ in 0..240 {
+        let terms = JobTerms {
+            teams: teams[rng.next(teams.len())].clone(),
+            user: users[rng.next(users.len())].map(String::from),
+            state: states[rng.next(states.len())],
+            active: rng.next(4) == 0,
+            pool: [None, Some("hgx-h100"), Some("hgx-h200")][rng.next(3)].map(String::from),
+            text: texts[rng.next(texts.len())].map(String::from),
+            from: days[rng.next(days.len())],
+            until: days[rng.next(days.len())].map(|d| d + Duration::hours(30)),
+        };
+        let mut want: Vec<&str> = made
+            .iter()
+            .filter(|m| {
+                terms.matches(JobFacts {
+                    team: &m.team,
+                    user: &m.user,
+                    state: m.state,
+                    pool: &m.pool,
+                    name: &m.name,
+                    template: &m.template,
+                    created_at: m.created_at,
+                })
+            })
+            .map(|m| m.id.as_str())
+            .collect();
+        want.sort();
+        let q = JobQuery {
+            terms: terms.clone(),
+            after: None,
+            limit: 1000,
+        };
+        let rows = db.list_jobs(&q).await.unwrap();
+        let mut got: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+        got.sort();
+        assert_eq!(got, want, "{terms:?}");
+        assert_eq!(
+            db.count_jobs(&q).await.unwrap(),
+            want.len() as u64,
+            "{terms:?}"
+        );
+        checked += usize::from(!want.is_empty());
+    }
+    // The spread is wide enough to mean something: most terms select some jobs.
+    assert!(checked > 60, "only {checked} of 240 terms selected any job");
+}
+
+#[tokio::test]
+async fn the_list_query_and_the_live_rule_agree_on_sqlite() {
+    let db = TestDb::sqlite();
+    jobs_agree(&db).await;
+}
+
+#[tokio::test]
+async fn the_list_query_and_the_live_rule_agree_on_postgres() {
+    let db = TestDb::postgres().await;
+    jobs_agree(&db).await;
+    db.drop_database().await;
+}
