@@ -1,7 +1,9 @@
-//! Live updates: one `EventSource` on `/api/v1/events` per page load. Pages refetch in place
-//! only for the changes that concern them ([`Live::throttled`]: a job page for its own job,
-//! or its pool's queue while it waits; lists and summaries at most every few seconds); the
-//! clock ticks move times on the page and refetch nothing but what draws the clock.
+//! Live updates: one `EventSource` on `/api/v1/events` per page load. A change of a job the
+//! viewer may see carries its list row, which the Jobs list patches itself with
+//! (`pages::jobs_live`); other pages refetch in place only for the changes that concern them
+//! ([`Live::throttled`]: a job page for its own job, or its pool's queue while it waits;
+//! summaries at most every few seconds); the clock ticks move times on the page and refetch
+//! nothing but what draws the clock.
 
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;

@@ -50,23 +50,22 @@ pub fn patch(list: &mut JobList, terms: &JobTerms, first_page: bool, c: &Change)
         };
     };
     let was = list.jobs.iter().position(|j| j.id == row.id);
-    let before = was.map(|i| list.jobs[i].clone());
+    // Where the row stood before: its state and queue position.
+    let before = was.map(|i| (list.jobs[i].state, list.jobs[i].queue_position));
     // Queue positions of the other shown rows of the pool: a job that joined ahead of them
     // or left the queue moves them; the row tells its own place, not theirs.
     let moves_others = match row.state {
-        JobState::Queued => match (before.as_ref(), row.queue_position) {
-            (Some(b), Some(p)) if b.state == JobState::Queued && b.queue_position == Some(p) => {
-                false
-            }
+        JobState::Queued => match (before, row.queue_position) {
+            (Some((JobState::Queued, Some(b))), Some(p)) if b == p => false,
             (_, Some(p)) => queued_behind(list, &row.pool, &row.id, p),
             (_, None) => queued_behind(list, &row.pool, &row.id, 0),
         },
         // Admitted from the queue, or cancelled while it may have waited (a brand-new job
         // admitted at once never held a place; nor did one shown as already admitted).
         JobState::Admitted | JobState::Cancelled => {
-            let from = match before.as_ref() {
-                Some(b) if b.state != JobState::Queued => None,
-                Some(b) => Some(b.queue_position.unwrap_or(0)),
+            let from = match before {
+                Some((JobState::Queued, p)) => Some(p.unwrap_or(0)),
+                Some(_) => None,
                 None if row.state == JobState::Admitted && row.created_at >= c.at => None,
                 None => Some(0),
             };
