@@ -16,6 +16,14 @@ pub trait Backend: Send + Sync + 'static {
     async fn viewer(&self, parts: &http::request::Parts) -> Result<Option<Viewer>, ApiError>;
     async fn home(&self, viewer: &Viewer) -> Result<HomeView, ApiError>;
     async fn list_templates(&self, viewer: &Viewer) -> Result<Vec<Template>, ApiError>;
+    /// A page of the catalogue by name: `q` searches name, display name and family.
+    async fn templates_page(
+        &self,
+        viewer: &Viewer,
+        q: Option<String>,
+        cursor: Option<String>,
+        limit: Option<u32>,
+    ) -> Result<TemplateList, ApiError>;
     async fn list_pools(&self, viewer: &Viewer) -> Result<Vec<Pool>, ApiError>;
     async fn check_launch(
         &self,

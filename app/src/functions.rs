@@ -83,6 +83,16 @@ pub async fn list_templates() -> Result<Vec<Template>, ApiError> {
     backend.list_templates(&viewer).await
 }
 
+/// A page of the catalogue by name (the admins' Templates page); `q` searches it.
+#[server]
+pub async fn templates_page(
+    q: Option<String>,
+    cursor: Option<String>,
+) -> Result<TemplateList, ApiError> {
+    let (backend, viewer) = ssr::backend_and_viewer().await?;
+    backend.templates_page(&viewer, q, cursor, None).await
+}
+
 #[server]
 pub async fn list_pools() -> Result<Vec<Pool>, ApiError> {
     let (backend, viewer) = ssr::backend_and_viewer().await?;

@@ -134,6 +134,22 @@ test.describe.serial("admin: quotas", () => {
     await expect(page.getByTestId("template-gpt-neox-20b")).toHaveCount(0);
   });
 
+  test("the Templates page searches the catalogue on the server and says how many there are", async ({ page, baseURL }) => {
+    await signIn(page, "carol");
+    const carol = await apiAs(baseURL!, "carol");
+    const all = await (await carol.get("/api/v1/templates")).json();
+    await carol.dispose();
+    await page.goto("/admin/templates");
+    await expect(page.getByTestId("templates-count")).toHaveText(`${all.total} templates`);
+    await expect(page.getByTestId("template-table").locator("tbody tr")).toHaveCount(all.total);
+    // The search is a plain GET form: its query is the page's URL.
+    await page.getByTestId("template-q").fill("WHISPER");
+    await page.getByTestId("template-q").press("Enter");
+    await expect(page).toHaveURL(/\/admin\/templates\?q=WHISPER$/);
+    await expect(page.getByTestId("templates-count")).toHaveText("1 template");
+    await expect(page.getByTestId("template-whisper-large-v3-ft")).toBeVisible();
+  });
+
   test("a member cannot reach the admin pages: 403, and none of their buttons", async ({ page, browserErrors }) => {
     // The browser logs each refused page's status as an error: expected here, and only here.
     browserErrors.allow(/status of 403 \(Forbidden\)/);

@@ -245,6 +245,7 @@ on_both!(
     rerun_and_clone_keep_the_values_and_link_both_ways,
     webhooks_are_signed_retried_and_sent_once_across_a_restart,
     job_lists_page_search_and_filter_on_the_server,
+    templates_page_and_search_on_the_server,
     the_home_page_lists_the_newest_active_jobs_and_says_how_many_more,
 );
 
@@ -267,6 +268,84 @@ params:
     min: 1
     max: 50
 ";
+
+/// The template catalogue pages the same way (by name): pages of 2 walked to the end list
+/// every template once, in name order, with the same total on each; `q` searches name,
+/// display name and family; a bad `limit` or `cursor` is a 422 naming it.
+async fn templates_page_and_search_on_the_server(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let res = carol
+        .http
+        .post(format!("{}/api/v1/templates", carol.base))
+        .header("content-type", "application/yaml")
+        .body(NEOX)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let (s, whole) = alice.get("/api/v1/templates?limit=200").await;
+    assert_eq!(s, StatusCode::OK, "{whole}");
+    let total = whole["total"].as_u64().unwrap();
+    assert!(total >= 5, "{whole}");
+    assert_eq!(whole["next_cursor"], Value::Null);
+    let mut seen: Vec<String> = Vec::new();
+    let mut path = "/api/v1/templates?limit=2".to_string();
+    loop {
+        let (s, page) = alice.get(&path).await;
+        assert_eq!(s, StatusCode::OK, "{page}");
+        assert_eq!(page["total"].as_u64(), Some(total));
+        let names: Vec<String> = page["templates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect();
+        assert!(names.len() <= 2);
+        seen.extend(names);
+        match page["next_cursor"].as_str() {
+            Some(c) => path = format!("/api/v1/templates?limit=2&cursor={c}"),
+            None => break,
+        }
+    }
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(seen, sorted, "every template once, by name");
+    assert_eq!(seen.len() as u64, total);
+    let (_, found) = alice.get("/api/v1/templates?q=NEOX").await;
+    let found: Vec<&str> = found["templates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        found,
+        ["gpt-neox-20b"],
+        "by family and display name, either case"
+    );
+    let (_, none) = alice.get("/api/v1/templates?q=no-such-model").await;
+    assert_eq!(
+        (
+            none["total"].as_u64(),
+            none["templates"].as_array().map(Vec::len)
+        ),
+        (Some(0), Some(0))
+    );
+    for (path, field) in [
+        ("/api/v1/templates?limit=0", "limit"),
+        ("/api/v1/templates?limit=abc", "limit"),
+        ("/api/v1/templates?cursor=not-ours", "cursor"),
+    ] {
+        let (s, e) = alice.get(path).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{path}: {e}");
+        assert_eq!(e["error"]["field"], field, "{path}: {e}");
+    }
+    finish(app, db).await;
+}
 
 /// Admins create templates from a YAML definition, add immutable versions and deprecate
 /// them; a job keeps the exact version it ran; every change is audited; mistakes come back
@@ -314,7 +393,7 @@ async fn templates_are_created_versioned_and_deprecated_by_admins(t: Target) {
     let (status, _) = post(&carol, "/api/v1/templates", NEOX).await;
     assert_eq!(status, StatusCode::CONFLICT, "a second create is refused");
     let (_, list) = alice.get("/api/v1/templates").await;
-    assert!(list
+    assert!(list["templates"]
         .as_array()
         .unwrap()
         .iter()
@@ -365,7 +444,7 @@ async fn templates_are_created_versioned_and_deprecated_by_admins(t: Target) {
     assert_eq!(res.status(), StatusCode::OK);
     let (_, list) = alice.get("/api/v1/templates").await;
     assert!(
-        !list
+        !list["templates"]
             .as_array()
             .unwrap()
             .iter()
@@ -1405,7 +1484,7 @@ async fn control_characters_are_refused_on_every_input(t: Target) {
     assert_eq!(tokens.as_array().map(Vec::len), Some(0), "{tokens}");
     let (_, templates) = carol.get("/api/v1/templates").await;
     assert!(
-        templates
+        templates["templates"]
             .as_array()
             .unwrap()
             .iter()
@@ -2483,7 +2562,7 @@ async fn catalog_lists_templates_and_pools(t: Target) {
     let alice = app.client("alice").await;
     let (s, templates) = alice.get("/api/v1/templates").await;
     assert_eq!(s, StatusCode::OK);
-    let templates = templates.as_array().unwrap();
+    let templates = templates["templates"].as_array().unwrap();
     assert!(templates.len() >= 4);
     for t in templates {
         assert!(t["image"].as_str().is_some_and(|i| !i.is_empty()));

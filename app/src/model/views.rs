@@ -166,6 +166,17 @@ pub struct Template {
     pub last_used_by_team: Option<DateTime<Utc>>,
 }
 
+/// A page of the template catalogue (`GET /api/v1/templates`, the admins' Templates page),
+/// by name.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TemplateList {
+    pub templates: Vec<Template>,
+    /// How many templates the search selects, on every page.
+    pub total: u64,
+    /// Asks for the next page; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
 /// A team's quota in a pool as admins see and edit it, with the live figures beside it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QuotaCell {

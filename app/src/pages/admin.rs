@@ -483,10 +483,27 @@ params:
 #[component]
 fn AdminTemplates() -> impl IntoView {
     let changed = RwSignal::new(0u32);
+    // The page and search live in the URL: `?q=…&cursor=…`.
+    let query = leptos_router::hooks::use_query_map();
+    let get = move |k: &str| query.read().get(k).filter(|v| !v.trim().is_empty());
     let templates = Resource::new(
-        move || changed.get(),
-        |_| crate::functions::list_templates(),
+        move || (get("q"), get("cursor"), changed.get()),
+        |(q, cursor, _)| crate::functions::templates_page(q, cursor),
     );
+    let link = move |cursor: Option<&str>| {
+        let mut parts = Vec::new();
+        if let Some(q) = get("q") {
+            parts.push(format!("q={}", crate::format::query_value(&q)));
+        }
+        if let Some(c) = cursor {
+            parts.push(format!("cursor={}", crate::format::query_value(c)));
+        }
+        if parts.is_empty() {
+            "/admin/templates".to_string()
+        } else {
+            format!("/admin/templates?{}", parts.join("&"))
+        }
+    };
     let definition = RwSignal::new(EXAMPLE_TEMPLATE.to_string());
     // `None`: a new template; `Some(name)`: a new version of it.
     let target = RwSignal::new(None::<String>);
@@ -511,10 +528,28 @@ fn AdminTemplates() -> impl IntoView {
             <h1>"Templates"</h1>
             <p class="muted">"What Launch offers. A version never changes once saved: a job always shows the exact version it ran. Deprecated templates leave Launch but stay on old jobs."</p>
         </section>
+        // A plain GET form: the search is the page's URL and works before hydration.
+        <form class="filters" method="get" action="/admin/templates" data-testid="template-search">
+            <label class="grow">"Search "
+                <input type="search" name="q" placeholder="name, display name or family" data-testid="template-q" prop:value=move || get("q").unwrap_or_default()/>
+            </label>
+            <button class="button" type="submit">"Search"</button>
+        </form>
         <Transition fallback=|| view! { <p class="muted">"Loading templates…"</p> }>
             {move || Suspend::new(async move {
                 loaded(templates).await.map(|r| match r {
-                    Ok(list) => view! {
+                    Ok(page) => {
+                    let first = get("cursor").map(|_| link(None));
+                    let next = page.next_cursor.as_deref().map(|c| link(Some(c)));
+                    let count = if page.templates.len() as u64 == page.total {
+                        format!("{} template{}", page.total, if page.total == 1 { "" } else { "s" })
+                    } else {
+                        format!("{} of {} templates, by name", page.templates.len(), page.total)
+                    };
+                    let list = page.templates;
+                    view! {
+                        <p class="muted small" data-testid="templates-count">{count}</p>
+                        <div class="table-scroll">
                         <table class="audit-table" data-testid="template-table">
                             <thead><tr><th>"Template"</th><th>"Version"</th><th>"Image"</th><th>"GPUs"</th><th>"Runs as"</th><th></th></tr></thead>
                             <tbody>
@@ -537,7 +572,13 @@ fn AdminTemplates() -> impl IntoView {
                                 }).collect_view()}
                             </tbody>
                         </table>
-                    }.into_any(),
+                        </div>
+                        <nav class="pager" aria-label="Pages">
+                            {first.map(|h| view! { <a class="button" href=h data-testid="templates-first">"← First"</a> })}
+                            {next.map(|h| view! { <a class="button" href=h data-testid="templates-next">"More templates →"</a> })}
+                        </nav>
+                    }.into_any()
+                    }
                     Err(e) => view! { <PageError err=e/> }.into_any(),
                 })
             })}

@@ -62,7 +62,7 @@ fn Jobs() -> impl IntoView {
                 None => get(k),
             };
             if let Some(v) = v.filter(|v| !v.is_empty() && v != "all") {
-                parts.push(format!("{k}={}", encode(&v)));
+                parts.push(format!("{k}={}", format::query_value(&v)));
             }
         }
         if parts.is_empty() {
@@ -258,20 +258,6 @@ fn page_line(list: &JobList, first_page: bool) -> impl IntoView {
         )
     };
     view! { <p class="muted small" data-testid="jobs-count">{text}</p> }
-}
-
-/// Percent-encodes a query value.
-fn encode(v: &str) -> String {
-    let mut out = String::new();
-    for b in v.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char)
-            }
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
 }
 
 #[component]

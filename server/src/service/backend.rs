@@ -20,6 +20,18 @@ impl Backend for Portal {
             .map_err(ApiError::from)
     }
 
+    async fn templates_page(
+        &self,
+        viewer: &Viewer,
+        q: Option<String>,
+        cursor: Option<String>,
+        limit: Option<u32>,
+    ) -> Result<TemplateList, ApiError> {
+        Portal::templates_page(self, viewer, q, cursor, limit)
+            .await
+            .map_err(ApiError::from)
+    }
+
     async fn list_pools(&self, viewer: &Viewer) -> Result<Vec<Pool>, ApiError> {
         Portal::list_pools(self, viewer)
             .await

@@ -28,6 +28,24 @@ pub fn decode_cursor(c: &str) -> Option<(DateTime<Utc>, String)> {
     (!id.is_empty() && !id.chars().any(char::is_control)).then(|| (at, id.to_string()))
 }
 
+/// A list ordered by name: the place after `name`, in URL-safe base64.
+pub fn encode_name_cursor(name: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("name:{name}"))
+}
+
+pub fn decode_name_cursor(c: &str) -> Option<String> {
+    use base64::Engine;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(c.trim())
+        .ok()?;
+    let name = String::from_utf8(raw)
+        .ok()?
+        .strip_prefix("name:")?
+        .to_string();
+    (!name.is_empty() && !name.chars().any(char::is_control)).then_some(name)
+}
+
 /// The page size asked for, checked: `PAGE_DEFAULT` when none.
 pub fn page_size(limit: Option<u32>) -> Result<u32, Error> {
     let limit = limit.unwrap_or(PAGE_DEFAULT);
@@ -68,5 +86,13 @@ mod tests {
         for bad in ["", "not base64!", "bm8gY29sb24", "eDp4"] {
             assert_eq!(decode_cursor(bad), None, "{bad}");
         }
+        let n = encode_name_cursor("llama-3.1-8b-fsdp");
+        assert_eq!(decode_name_cursor(&n).as_deref(), Some("llama-3.1-8b-fsdp"));
+        assert_eq!(
+            decode_name_cursor(&c),
+            None,
+            "a job cursor is not a name cursor"
+        );
+        assert_eq!(decode_name_cursor("bmFtZTo"), None, "an empty name");
     }
 }

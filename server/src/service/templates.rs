@@ -160,6 +160,62 @@ impl Portal {
             .collect())
     }
 
+    /// A page of the catalogue, by name: the whole catalogue is what Launch offers
+    /// ([`Portal::list_templates`]); this is the same list a page at a time, searched on the
+    /// server over name, display name and family (ASCII letters in either case).
+    pub async fn templates_page(
+        &self,
+        viewer: &Viewer,
+        q: Option<String>,
+        cursor: Option<String>,
+        limit: Option<u32>,
+    ) -> Result<TemplateList, Error> {
+        crate::input::single_line_opt("q", q.as_deref())?;
+        let limit = super::page::page_size(limit)? as usize;
+        let after = match cursor.as_deref().map(str::trim).filter(|c| !c.is_empty()) {
+            None => None,
+            Some(c) => Some(super::page::decode_name_cursor(c).ok_or_else(|| {
+                Error::invalid(
+                    "cursor",
+                    "the next_cursor of an earlier page, as it was given",
+                )
+            })?),
+        };
+        let text = q
+            .as_deref()
+            .map(|t| t.trim().to_ascii_lowercase())
+            .filter(|t| !t.is_empty());
+        let mut all: Vec<Template> = self
+            .list_templates(viewer)
+            .await?
+            .into_iter()
+            .filter(|t| {
+                text.as_deref().is_none_or(|q| {
+                    [&t.name, &t.display_name, &t.family]
+                        .iter()
+                        .any(|f| f.to_ascii_lowercase().contains(q))
+                })
+            })
+            .collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        let total = all.len() as u64;
+        let start = after.map_or(0, |name| all.partition_point(|t| t.name <= name));
+        let mut templates: Vec<Template> = all.into_iter().skip(start).take(limit + 1).collect();
+        let next_cursor = if templates.len() > limit {
+            templates.truncate(limit);
+            templates
+                .last()
+                .map(|t| super::page::encode_name_cursor(&t.name))
+        } else {
+            None
+        };
+        Ok(TemplateList {
+            templates,
+            total,
+            next_cursor,
+        })
+    }
+
     pub async fn save_template(
         &self,
         viewer: &Viewer,

@@ -2,11 +2,29 @@
 
 use super::*;
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TemplatesQuery {
+    q: Option<String>,
+    cursor: Option<String>,
+    limit: Option<String>,
+}
+
+/// `GET /api/v1/templates`: a page of the catalogue by name, as
+/// `{"templates": [...], "total": N, "next_cursor": "..." | null}`; `q` searches name,
+/// display name and family; the next page is `cursor=<next_cursor>`.
 pub(super) async fn templates(
     State(state): State<AppState>,
     ApiViewer(v): ApiViewer,
+    ApiQuery(q): ApiQuery<TemplatesQuery>,
 ) -> ApiResult<impl IntoResponse> {
-    Ok(Json(state.portal.list_templates(&v).await?))
+    let limit = page_limit(q.limit.as_deref())?;
+    Ok(Json(
+        state
+            .portal
+            .templates_page(&v, q.q, q.cursor, limit)
+            .await?,
+    ))
 }
 
 pub(super) async fn create_template(
