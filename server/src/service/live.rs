@@ -20,14 +20,31 @@ pub struct LiveChange {
 }
 
 /// A changed job's list row, shared by every stream told of the change: read from the
-/// database once, however many viewers are connected.
+/// database once, however many viewers are connected; and the event's text for each kind of
+/// viewer, written once for all the streams of that kind.
 #[derive(Clone, Debug, Default)]
-pub struct RowCell(std::sync::Arc<tokio::sync::OnceCell<Option<Job>>>);
+pub struct RowCell(std::sync::Arc<Shared>);
+
+#[derive(Debug, Default)]
+pub struct Shared {
+    row: tokio::sync::OnceCell<Option<Job>>,
+    texts: std::sync::Mutex<HashMap<Said, std::sync::Arc<str>>>,
+}
+
+/// What differs between viewers in what a change says: whether they see the job, whether a
+/// notification was written for them, what they may do with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Said {
+    visible: bool,
+    notify: bool,
+    can_cancel: bool,
+    can_rerun: bool,
+}
 
 impl RowCell {
     /// Whether some stream has read the row already.
     pub fn is_read(&self) -> bool {
-        self.0.initialized()
+        self.0.row.initialized()
     }
 }
 
@@ -80,11 +97,47 @@ impl Portal {
         }
     }
 
+    /// [`Portal::live_event`] as the stream sends it (JSON), written once per kind of viewer
+    /// for every stream of that kind.
+    pub async fn live_event_text(
+        &self,
+        viewer: &Viewer,
+        change: Option<LiveChange>,
+    ) -> std::sync::Arc<str> {
+        let Some(c) = change else {
+            let event = self.live_event(viewer, None).await;
+            return serde_json::to_string(&event).unwrap_or_default().into();
+        };
+        let visible = Self::may_see(viewer, &c.team);
+        let (can_cancel, can_rerun) = if visible {
+            Self::may_act(viewer, &c.team, &c.user, c.state)
+        } else {
+            (false, false)
+        };
+        let said = Said {
+            visible,
+            notify: c.notify && c.user == viewer.user,
+            can_cancel,
+            can_rerun,
+        };
+        let texts = c.row.0.clone();
+        if let Some(t) = texts.texts.lock().ok().and_then(|m| m.get(&said).cloned()) {
+            return t;
+        }
+        let event = self.live_event(viewer, Some(c)).await;
+        let text: std::sync::Arc<str> = serde_json::to_string(&event).unwrap_or_default().into();
+        if let Ok(mut m) = texts.texts.lock() {
+            m.entry(said).or_insert_with(|| text.clone());
+        }
+        text
+    }
+
     /// The changed job as a list shows it (no events: the list does not show them), read
     /// once per change. `None` when it cannot be read; the page then refetches.
     async fn live_row(&self, c: &LiveChange) -> Option<Job> {
         c.row
             .0
+            .row
             .get_or_init(|| async {
                 let row = match self.db.get_job(&c.job_id).await {
                     Ok(r) => r,

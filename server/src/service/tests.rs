@@ -259,5 +259,27 @@ async fn the_live_stream_shows_only_what_the_viewer_may_see() {
     );
     // Read once for all of them: the cell now holds it.
     assert!(c.row.is_read());
+    // The text a stream sends is written once per kind of viewer: two teammates who may not
+    // cancel share one; the owner's says it may be cancelled; another team's has no row.
+    let text = async |v: &app::model::Viewer| f.portal.live_event_text(v, Some(c.clone())).await;
+    let alice_text = text(&alice).await;
+    let mut teammate = alice.clone();
+    teammate.user = "another-member".into();
+    assert!(std::sync::Arc::ptr_eq(&alice_text, &text(&teammate).await));
+    let parsed = |t: std::sync::Arc<str>| serde_json::from_str::<LiveEvent>(&t).unwrap();
+    assert_eq!(
+        parsed(alice_text.clone()),
+        f.portal.live_event(&alice, Some(c.clone())).await
+    );
+    let bob_text = text(&bob).await;
+    assert!(!std::sync::Arc::ptr_eq(&alice_text, &bob_text));
+    match parsed(bob_text) {
+        LiveEvent::Job { row: Some(r), .. } => assert!(r.can_cancel),
+        other => panic!("{other:?}"),
+    }
+    match parsed(text(&dave).await) {
+        LiveEvent::Job { row, job_id, .. } => assert!(row.is_none() && job_id.is_empty()),
+        other => panic!("{other:?}"),
+    }
     db.drop_database().await;
 }

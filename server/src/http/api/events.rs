@@ -55,11 +55,12 @@ pub(super) async fn stream_events(
     let mut every = tokio::time::interval(RECHECK);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let event = tokio::select! {
+        // Written once per change and kind of viewer, shared by the streams.
+        let text = tokio::select! {
             msg = live.recv() => match msg {
-                Ok(c) => portal.live_event(&viewer, Some(c)).await,
+                Ok(c) => portal.live_event_text(&viewer, Some(c)).await,
                 // Missed some: a pool-less change makes the page refetch everything.
-                Err(RecvError::Lagged(_)) => portal.live_event(&viewer, None).await,
+                Err(RecvError::Lagged(_)) => portal.live_event_text(&viewer, None).await,
                 Err(RecvError::Closed) => return,
             },
             _ = every.tick() => {
@@ -74,13 +75,12 @@ pub(super) async fn stream_events(
                     // The database did not answer: keep the stream, ask again next time.
                     Err(e) => tracing::warn!(error = %e, "live stream: could not check its holder"),
                 }
-                portal.live_tick()
+                serde_json::to_string(&portal.live_tick()).unwrap_or_default().into()
             }
             // The client went away.
             _ = tx.closed() => return,
         };
-        let data = serde_json::to_string(&event).unwrap_or_default();
-        if tx.send(Event::default().data(data)).await.is_err() {
+        if tx.send(Event::default().data(&*text)).await.is_err() {
             return;
         }
     }
