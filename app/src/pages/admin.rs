@@ -529,7 +529,7 @@ fn AdminTemplates() -> impl IntoView {
             <p class="muted">"What Launch offers. A version never changes once saved: a job always shows the exact version it ran. Deprecated templates leave Launch but stay on old jobs."</p>
         </section>
         // A plain GET form: the search is the page's URL and works before hydration.
-        <form class="filters" method="get" action="/admin/templates" data-testid="template-search">
+        <form class="filters job-search" method="get" action="/admin/templates" data-testid="template-search">
             <label class="grow">"Search "
                 <input type="search" name="q" placeholder="name, display name or family" data-testid="template-q" prop:value=move || get("q").unwrap_or_default()/>
             </label>
@@ -550,7 +550,7 @@ fn AdminTemplates() -> impl IntoView {
                     view! {
                         <p class="muted small" data-testid="templates-count">{count}</p>
                         <div class="table-scroll">
-                        <table class="audit-table" data-testid="template-table">
+                        <table class="audit-table template-table" data-testid="template-table">
                             <thead><tr><th>"Template"</th><th>"Version"</th><th>"Image"</th><th>"GPUs"</th><th>"Runs as"</th><th></th></tr></thead>
                             <tbody>
                                 {list.into_iter().map(|t| {
