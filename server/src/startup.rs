@@ -441,6 +441,8 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
         app::app::shell,
     ))
     .layer(axum::middleware::from_fn(server_fn_status))
+    // One viewer per request, however many server functions a page renders.
+    .layer(axum::middleware::from_fn(crate::service::memo_viewer))
     .layer(axum::middleware::from_fn_with_state(
         state.clone(),
         crate::http::csrf::csrf_guard,

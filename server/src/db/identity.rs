@@ -83,40 +83,40 @@ impl Db {
         Ok(())
     }
 
+    /// The user and their memberships, in one query (every page and API call asks).
     pub async fn get_viewer(&self, user: &str) -> Result<Option<Viewer>> {
-        let Some(row) =
-            sqlx::query("SELECT user_id, display_name, is_admin FROM app_user WHERE user_id = $1")
-                .bind(user)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(map_err)?
-        else {
+        let rows = sqlx::query(
+            "SELECT u.user_id, u.display_name, u.is_admin, m.team_id, m.role \
+             FROM app_user u LEFT JOIN membership m ON m.user_id = u.user_id \
+             WHERE u.user_id = $1 ORDER BY m.team_id",
+        )
+        .bind(user)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(map_err)?;
+        let Some(first) = rows.first() else {
             return Ok(None);
         };
-        let teams =
-            sqlx::query("SELECT team_id, role FROM membership WHERE user_id = $1 ORDER BY team_id")
-                .bind(user)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(map_err)?
-                .iter()
-                .map(|r| {
-                    let role: String = r.try_get("role")?;
-                    Ok(Membership {
-                        team: r.try_get("team_id")?,
-                        role: if role == "lead" {
-                            Role::Lead
-                        } else {
-                            Role::Member
-                        },
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
+        let mut teams = Vec::new();
+        for r in &rows {
+            let Some(team) = r.try_get::<Option<String>, _>("team_id")? else {
+                continue;
+            };
+            let role: String = r.try_get("role")?;
+            teams.push(Membership {
+                team,
+                role: if role == "lead" {
+                    Role::Lead
+                } else {
+                    Role::Member
+                },
+            });
+        }
         Ok(Some(Viewer {
-            user: row.try_get("user_id")?,
-            display_name: row.try_get("display_name")?,
+            user: first.try_get("user_id")?,
+            display_name: first.try_get("display_name")?,
             teams,
-            is_admin: row.try_get::<i64, _>("is_admin")? != 0,
+            is_admin: first.try_get::<i64, _>("is_admin")? != 0,
         }))
     }
 

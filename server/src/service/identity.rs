@@ -122,13 +122,22 @@ impl Portal {
         Ok(self.db.get_viewer(user).await?)
     }
 
+    /// The signed-in user of this request. A page asks for it once per server function it
+    /// renders (three or four times); with [`ViewerMemo`] in the request, as the router puts
+    /// it, the session and the user are read once per request.
     pub async fn viewer(&self, parts: &http::request::Parts) -> Result<Option<Viewer>, Error> {
         let Some(session) = parts.extensions.get::<tower_sessions::Session>() else {
             return Ok(None);
         };
-        match session::session_user(session, self.session_limits).await? {
-            Some(user) => self.viewer_by_id(&user).await,
-            None => Ok(None),
+        let read = || async {
+            match session::session_user(session, self.session_limits).await? {
+                Some(user) => self.viewer_by_id(&user).await,
+                None => Ok(None),
+            }
+        };
+        match parts.extensions.get::<ViewerMemo>() {
+            Some(memo) => memo.0.get_or_try_init(read).await.cloned(),
+            None => read().await,
         }
     }
 
@@ -238,4 +247,18 @@ impl Portal {
         self.audit(entry).await?;
         Ok(())
     }
+}
+
+/// The viewer of one request, read at most once (see [`Portal::viewer`]). Clones share it: a
+/// page's server functions each get a clone of the request's parts.
+#[derive(Clone, Default)]
+pub struct ViewerMemo(std::sync::Arc<tokio::sync::OnceCell<Option<Viewer>>>);
+
+/// Middleware: gives each request its own [`ViewerMemo`].
+pub async fn memo_viewer(
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    req.extensions_mut().insert(ViewerMemo::default());
+    next.run(req).await
 }

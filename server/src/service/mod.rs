@@ -20,6 +20,7 @@ mod usage;
 pub use usage::grouping;
 
 pub use launch::{stored_workload, workload_of};
+pub use identity::{memo_viewer, ViewerMemo};
 pub use live::LiveChange;
 pub use logs::log_source;
 pub use page::{PAGE_DEFAULT, PAGE_MAX};

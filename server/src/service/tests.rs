@@ -283,3 +283,60 @@ async fn the_live_stream_shows_only_what_the_viewer_may_see() {
     }
     db.drop_database().await;
 }
+
+/// A page asks for its viewer once per server function it renders; with the request's
+/// `ViewerMemo` the session and the user are read once, and a later request reads them again.
+#[tokio::test]
+async fn a_request_reads_its_viewer_once() {
+    use crate::service::session::{SIGNED_IN_KEY, USER_KEY};
+    let db = TestDb::sqlite();
+    let f = Fixture::start(&db).await;
+    let store = std::sync::Arc::new(tower_sessions::MemoryStore::default());
+    let session = tower_sessions::Session::new(None, store, None);
+    session.insert(USER_KEY, "alice").await.unwrap();
+    session
+        .insert(SIGNED_IN_KEY, chrono::Utc::now().timestamp_millis())
+        .await
+        .unwrap();
+    let request = |memo: Option<crate::service::ViewerMemo>| {
+        let (mut parts, ()) = http::Request::new(()).into_parts();
+        parts.extensions.insert(session.clone());
+        if let Some(m) = memo {
+            parts.extensions.insert(m);
+        }
+        parts
+    };
+    let name = async |parts: &http::request::Parts| {
+        f.portal
+            .viewer(parts)
+            .await
+            .unwrap()
+            .expect("alice is signed in")
+            .display_name
+    };
+    let memo = crate::service::ViewerMemo::default();
+    let (first, second) = (request(Some(memo.clone())), request(Some(memo)));
+    let before = name(&first).await;
+    sqlx::query("UPDATE app_user SET display_name = 'Alice Renamed' WHERE user_id = 'alice'")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        name(&second).await,
+        before,
+        "the same request's second server function reads the memo, not the database"
+    );
+    assert_eq!(name(&request(None)).await, "Alice Renamed");
+    assert_eq!(
+        name(&request(Some(Default::default()))).await,
+        "Alice Renamed",
+        "the next request reads the database again"
+    );
+    // A user with no team (a membership row missing) is still read, with no teams.
+    sqlx::query("DELETE FROM membership WHERE user_id = 'alice'")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    let v = f.portal.viewer(&request(None)).await.unwrap().unwrap();
+    assert!(v.teams.is_empty());
+}
