@@ -1685,8 +1685,17 @@ async fn launch_is_stored_admitted_and_listed(t: Target) {
     let (status, again) = alice.get(&format!("/api/v1/jobs/{id}")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(again["id"], job["id"]);
+    assert_eq!(again["events"], job["events"]);
+    assert_eq!(again["params"], job["params"]);
     let (_, list) = alice.get("/api/v1/jobs").await;
     assert_eq!(list["jobs"].as_array().unwrap().len(), 1);
+    // A list row is what the list shows: the job's events and parameters are on its own
+    // endpoint only (reading them for every row was most of a Jobs page's cost).
+    let row = &list["jobs"][0];
+    assert_eq!(row["id"], job["id"]);
+    assert_eq!(row["state"], job["state"]);
+    assert_eq!(row["events"], json!([]));
+    assert_eq!(row["params"], json!({}));
     let (_, list) = alice.get("/api/v1/jobs?state=queued").await;
     assert!(list["jobs"].as_array().unwrap().is_empty());
     let (_, list) = alice.get("/api/v1/jobs?state=admitted&team=nlp").await;

@@ -79,6 +79,11 @@ impl Portal {
         (can_cancel, viewer.is_member_of(team))
     }
 
+    /// The jobs of `rows` as a viewer sees them. `with_ahead` is the job's own page: what is
+    /// ahead of it in the queue, its events and preemptions, its parameters, GPU-hours and
+    /// clones. List rows (the Jobs page, the home page, live events) leave those empty: no
+    /// list shows them, and every row's events and parameters were most of the Jobs page's
+    /// database time and half of its bytes.
     pub(super) async fn to_jobs(
         &self,
         viewer: &Viewer,
@@ -86,8 +91,12 @@ impl Portal {
         with_ahead: bool,
     ) -> Result<Vec<Job>, Error> {
         let queues = self.queues_for(&rows).await?;
-        let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
-        let mut events = self.db.events_for(&ids).await?;
+        let mut events = if with_ahead {
+            let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+            self.db.events_for(&ids).await?
+        } else {
+            HashMap::new()
+        };
         let origins: Vec<&str> = rows
             .iter()
             .filter_map(|r| r.cloned_from.as_deref())
@@ -192,7 +201,7 @@ impl Portal {
                 created_at: r.created_at,
                 admitted_at: r.admitted_at,
                 finished_at: r.finished_at,
-                params: r.params,
+                params: if with_ahead { r.params } else { Default::default() },
                 max_runtime_s: r.max_runtime_s,
                 node_names: if r.state.holds_gpus() {
                     r.node_names
@@ -362,12 +371,20 @@ impl Portal {
                 },
             )
             .await?;
+        // The pools once: the viewer's quota bars are their teams' rows of the same answer.
+        let pools = self.list_pools(viewer).await?;
+        let quotas = pools
+            .iter()
+            .flat_map(|p| p.teams.iter())
+            .filter(|q| viewer.is_member_of(&q.team))
+            .cloned()
+            .collect();
         Ok(HomeView {
             viewer: viewer.clone(),
             active_jobs: mine.jobs,
             active_total: mine.total,
-            quotas: self.quota_use(viewer).await?,
-            pools: self.list_pools(viewer).await?,
+            quotas,
+            pools,
             now: self.cluster.now(),
         })
     }

@@ -375,14 +375,4 @@ impl Portal {
             elapsed_ms: started.elapsed().as_millis() as u64,
         })
     }
-
-    pub async fn quota_use(&self, viewer: &Viewer) -> Result<Vec<QuotaUse>, Error> {
-        Ok(self
-            .list_pools(viewer)
-            .await?
-            .into_iter()
-            .flat_map(|p| p.teams)
-            .filter(|q| viewer.is_member_of(&q.team))
-            .collect())
-    }
 }
