@@ -10,7 +10,7 @@ use crate::format;
 use crate::functions::{get_job, rerun_job};
 use crate::live::use_live;
 use crate::model::{AheadJob, Job, JobPage, JobState};
-use crate::pages::job_actions::{CancelButton, RerunAction, RerunButtons};
+use crate::pages::job_actions::{cancel_button, RerunAction, RerunButtons};
 use crate::pages::job_gpu::GpuPanel;
 use crate::pages::job_logs::{FailureLines, LogsPanel};
 use chrono::{DateTime, Utc};
@@ -111,7 +111,7 @@ fn JobBody(page: JobPage) -> impl IntoView {
             <div class="head-actions">
                 <StateBadge state=state/>
                 <RerunButtons job=job.clone()/>
-                <CancelButton job=job.clone()/>
+                {cancel_button(&job)}
             </div>
         </div>
         {job.cloned_from.clone().map(|f| view! {

@@ -103,8 +103,12 @@ pub fn RerunButtons(job: Job) -> impl IntoView {
 }
 
 /// Cancel with one confirmation that names the job and its GPUs.
-#[component]
-pub fn CancelButton(job: Job) -> impl IntoView {
+pub fn cancel_button(job: &Job) -> AnyView {
+    // Nothing reactive is made for a job that cannot be cancelled: most rows of a Jobs page
+    // have ended, and each action, effect and signal is work on every page rendered.
+    if !job.can_cancel {
+        return ().into_any();
+    }
     let live = use_live();
     let ready = crate::components::use_ready();
     let confirming = RwSignal::new(false);
@@ -122,9 +126,6 @@ pub fn CancelButton(job: Job) -> impl IntoView {
         Some(Err(e)) => error.set(Some(e)),
         None => {}
     });
-    if !job.can_cancel {
-        return ().into_any();
-    }
     let id = job.id.clone();
     let question = format!(
         "Cancel {}? It {} {} in {}.",

@@ -11,7 +11,7 @@ use crate::format;
 use crate::functions::{list_jobs, list_pools, JobsPageQuery};
 use crate::live::{throttle, use_live};
 use crate::model::{Job, JobList, JobState, JobTerms};
-use crate::pages::job_actions::CancelButton;
+use crate::pages::job_actions::cancel_button;
 use crate::pages::jobs_live::{patch, Patched};
 
 #[component]
@@ -308,23 +308,32 @@ fn JobTable(
                     each=move || list.with(|l| l.jobs.clone())
                     key=row_key
                     children=move |j: Job| {
-                        let progress = {
-                            let j = j.clone();
-                            move || progress_text(&j, live.now_or(page_now))
-                        };
                         let created = j.created_at;
+                        let state = j.state;
+                        let cancel = cancel_button(&j);
+                        let (id, name, template, user, pool, gpus) = (
+                            j.id.clone(),
+                            j.name.clone(),
+                            j.template.clone(),
+                            j.user.clone(),
+                            j.pool.clone(),
+                            j.gpus,
+                        );
+                        let team = show_team.then(|| j.team.clone());
+                        // The row's job moves into the one closure that reads it again.
+                        let progress = move || progress_text(&j, live.now_or(page_now));
                         view! {
-                            <tr data-testid=format!("job-row-{}", j.id) data-state=j.state.as_str()>
-                                <td><StateBadge state=j.state/></td>
-                                <td><a href=format!("/jobs/{}", j.id)>{j.name.clone()}</a></td>
-                                <td>{j.template.clone()}</td>
-                                <td>{j.user.clone()}</td>
-                                {show_team.then(|| view! { <td data-testid="job-team">{j.team.clone()}</td> })}
-                                <td class="num">{format::gpus_nodes(j.gpus)}</td>
-                                <td>{j.pool.clone()}</td>
+                            <tr data-testid=format!("job-row-{id}") data-state=state.as_str()>
+                                <td><StateBadge state=state/></td>
+                                <td><a href=format!("/jobs/{id}")>{name}</a></td>
+                                <td>{template}</td>
+                                <td>{user}</td>
+                                {team.map(|t| view! { <td data-testid="job-team">{t}</td> })}
+                                <td class="num">{format::gpus_nodes(gpus)}</td>
+                                <td>{pool}</td>
                                 <td class="num">{progress}</td>
                                 <td>{move || view! { <Ago now=live.now_or(page_now) at=created/> }}</td>
-                                <td><CancelButton job=j.clone()/></td>
+                                <td>{cancel}</td>
                             </tr>
                         }
                     }
