@@ -19,8 +19,8 @@ mod usage;
 
 pub use usage::grouping;
 
-pub use launch::{stored_workload, workload_of};
 pub use identity::{memo_viewer, ViewerMemo};
+pub use launch::{stored_workload, workload_of};
 pub use live::LiveChange;
 pub use logs::log_source;
 pub use page::{PAGE_DEFAULT, PAGE_MAX};
