@@ -18,10 +18,6 @@ use axum::response::IntoResponse;
 use gantry::config::Config;
 use gantry::startup::{leptos_options, start};
 
-// The allocator the gantry binary uses (src/main.rs): this process is the server here.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
