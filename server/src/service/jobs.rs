@@ -79,7 +79,7 @@ impl Portal {
         (can_cancel, viewer.is_member_of(team))
     }
 
-    /// The jobs of `rows` as a viewer sees them. `with_ahead` is the job's own page: what is
+    /// The jobs of `rows` as a viewer sees them. `whole` is for the job's own page: what is
     /// ahead of it in the queue, its events and preemptions, its parameters, GPU-hours and
     /// clones. List rows (the Jobs page, the home page, live events) leave those empty: no
     /// list shows them, and every row's events and parameters were most of the Jobs page's
@@ -88,10 +88,10 @@ impl Portal {
         &self,
         viewer: &Viewer,
         rows: Vec<JobRow>,
-        with_ahead: bool,
+        whole: bool,
     ) -> Result<Vec<Job>, Error> {
         let queues = self.queues_for(&rows).await?;
-        let mut events = if with_ahead {
+        let mut events = if whole {
             let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
             self.db.events_for(&ids).await?
         } else {
@@ -110,18 +110,18 @@ impl Portal {
         for r in rows {
             let queue = queues.get(&r.pool);
             let p = queue.and_then(|q| q.iter().find(|p| p.job_id == r.id));
-            let ahead = match (with_ahead, queue, p) {
+            let ahead = match (whole, queue, p) {
                 (true, Some(q), Some(p)) => self.ahead_of(viewer, q, p.position_in_pool).await?,
                 _ => Vec::new(),
             };
             let (can_cancel, can_rerun) = Self::may_act(viewer, &r.team, &r.user, r.state);
             let events = events.remove(&r.id).unwrap_or_default();
-            let version_note = if with_ahead && viewer.is_member_of(&r.team) {
+            let version_note = if whole && viewer.is_member_of(&r.team) {
                 self.version_note(&r).await?
             } else {
                 None
             };
-            let gpu_hours = if with_ahead && !r.state.is_active() && r.admitted_at.is_some() {
+            let gpu_hours = if whole && !r.state.is_active() && r.admitted_at.is_some() {
                 let h = crate::domain::accounting::job_hours(
                     &self.db.job_intervals(&r.id).await?,
                     self.cluster.now(),
@@ -136,7 +136,7 @@ impl Portal {
             } else {
                 None
             };
-            let clones = if with_ahead {
+            let clones = if whole {
                 self.db
                     .clones_of(&r.id)
                     .await?
@@ -201,7 +201,7 @@ impl Portal {
                 created_at: r.created_at,
                 admitted_at: r.admitted_at,
                 finished_at: r.finished_at,
-                params: if with_ahead { r.params } else { Default::default() },
+                params: if whole { r.params } else { Default::default() },
                 max_runtime_s: r.max_runtime_s,
                 node_names: if r.state.holds_gpus() {
                     r.node_names
