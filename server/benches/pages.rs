@@ -5,6 +5,11 @@
 //! same run the same bytes are served by a bare axum handler under the same load; the figure
 //! is the ratio of requests per second. Goal: each page at least 10 % of the static handler.
 //!
+//! Gantry serves a page again to the session it rendered it for while nothing was written
+//! (`server.page_cache_ms`, `http::page_cache`), which is what a repeated load by one session
+//! measures; each page is also measured with that cache off ("rendered"), the cost of every
+//! load after a change, and the share of loads the cache answered is printed.
+//!
 //! `GANTRY_BENCH_SECONDS` (default 5) and `GANTRY_BENCH_CONNECTIONS` (default 32) set the
 //! load; `GANTRY_BENCH_PAGES` (say `jobs,pools`: words of the page names) measures only those,
 //! to profile one page at a time, and `GANTRY_BENCH_PATH` adds another path (page `other`). Both servers and the load run in this process on the same cores, so the ratio, not
@@ -161,9 +166,10 @@ async fn run() -> anyhow::Result<()> {
         total["total"]
     );
     println!(
-        "{:<16} {:>9} {:>12} {:>14} {:>8}",
-        "page", "bytes", "Gantry r/s", "static r/s", "ratio"
+        "{:<16} {:>9} {:>12} {:>14} {:>8} {:>8} {:>12} {:>9}",
+        "page", "bytes", "Gantry r/s", "static r/s", "ratio", "cached", "rendered r/s", "ratio"
     );
+    let ttl = Duration::from_millis(Config::default().server.page_cache_ms);
     let only: Vec<String> = std::env::var("GANTRY_BENCH_PAGES")
         .map(|v| v.split(',').map(|w| w.trim().to_lowercase()).collect())
         .unwrap_or_default();
@@ -177,7 +183,16 @@ async fn run() -> anyhow::Result<()> {
         // seconds after start) behind it.
         load(&client, &format!("{base}{path}"), connections, 1).await;
         load(&client, &format!("{static_base}{path}"), connections, 1).await;
+        let before = running.pages.stats();
         let (gantry, bad) = load(&client, &format!("{base}{path}"), connections, seconds).await;
+        let after = running.pages.stats();
+        let answered = (after.hits + after.misses) - (before.hits + before.misses);
+        let cached = 100.0 * (after.hits - before.hits) as f64 / answered.max(1) as f64;
+        running.pages.set_ttl(Duration::ZERO);
+        load(&client, &format!("{base}{path}"), connections, 1).await;
+        let (rendered, _) =
+            load(&client, &format!("{base}{path}"), connections, seconds).await;
+        running.pages.set_ttl(ttl);
         let (bare, _) = load(
             &client,
             &format!("{static_base}{path}"),
@@ -186,12 +201,15 @@ async fn run() -> anyhow::Result<()> {
         )
         .await;
         println!(
-            "{:<16} {:>9} {:>12.0} {:>14.0} {:>7.1} %{}",
+            "{:<16} {:>9} {:>12.0} {:>14.0} {:>7.1} % {:>6.1} % {:>12.0} {:>7.1} %{}",
             name,
             body.len(),
             gantry,
             bare,
             100.0 * gantry / bare,
+            cached,
+            rendered,
+            100.0 * rendered / bare,
             if bad > 0 {
                 format!("  ({bad} answers were not 200)")
             } else {

@@ -40,6 +40,8 @@ pub struct Running {
     db: Db,
     assets: Arc<crate::http::assets::AssetCache>,
     leptos_options: LeptosOptions,
+    /// The page cache (`server.page_cache_ms`): the page benchmark measures with and without.
+    pub pages: Arc<crate::http::page_cache::PageCache>,
 }
 
 impl Running {
@@ -367,9 +369,13 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         sessions: store,
         streams: Arc::default(),
         assets: Arc::default(),
+        pages: Arc::new(crate::http::page_cache::PageCache::new(
+            Duration::from_millis(config.server.page_cache_ms),
+        )),
     };
 
     let assets = state.assets.clone();
+    let pages = state.pages.clone();
     let app = router(state, sessions);
 
     let listener = tokio::net::TcpListener::bind(config.server.addr).await?;
@@ -393,6 +399,7 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         db,
         assets,
         leptos_options,
+        pages,
     })
 }
 
@@ -441,6 +448,12 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
         app::app::shell,
     ))
     .layer(axum::middleware::from_fn(server_fn_status))
+    // A page asked for again by the same session while nothing changed (its viewer read
+    // through the memo, once).
+    .layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        crate::http::page_cache::page_cache,
+    ))
     // One viewer per request, however many server functions a page renders.
     .layer(axum::middleware::from_fn(crate::service::memo_viewer))
     .layer(axum::middleware::from_fn_with_state(

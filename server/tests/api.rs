@@ -5616,3 +5616,104 @@ async fn every_page_by_role(t: Target) {
     assert!(!page.contains(CANCEL), "{page}");
     finish(app, db).await;
 }
+
+/// The nonce of a page: the CSP header's, which must be the one on the page's scripts.
+fn page_nonce(csp: &str, html: &str) -> String {
+    let nonce = csp
+        .split("'nonce-")
+        .nth(1)
+        .and_then(|v| v.split('\'').next())
+        .unwrap_or_else(|| panic!("no nonce in the page's CSP: {csp}"))
+        .to_string();
+    assert!(
+        html.contains(&format!("nonce=\"{nonce}\"")),
+        "the page's scripts carry the header's nonce {nonce}"
+    );
+    nonce
+}
+
+/// `http::page_cache`: a page asked for again by the same session, with nothing written and
+/// no other action in between, is served from what was rendered (a fresh nonce each time);
+/// another session never gets it, and a write or an action is seen on the very next load.
+async fn pages_are_served_again_only_to_their_session_until_something_changes(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let alice_elsewhere = app.client("alice").await;
+    let bob = app.client("bob").await;
+    let pages = app.running.pages.clone();
+    let load = async |c: &Client, path: &str| {
+        let res = c
+            .http
+            .get(format!("{}{path}", c.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{path}");
+        let csp = res.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let html = res.text().await.unwrap();
+        let nonce = page_nonce(&csp, &html);
+        (html.replace(&nonce, "NONCE"), nonce)
+    };
+
+    // The background work of the sim (admissions, the clock) writes now and then, and any
+    // write makes the next load render again: a hit is looked for a few times.
+    let (first, first_nonce) = load(&alice, "/jobs").await;
+    let mut hit = None;
+    for _ in 0..20 {
+        let before = pages.stats();
+        let (again, nonce) = load(&alice, "/jobs").await;
+        if pages.stats().hits == before.hits + 1 {
+            hit = Some((again, nonce));
+            break;
+        }
+    }
+    let (again, nonce) = hit.expect("the same session's second load of /jobs was served again");
+    assert_ne!(nonce, first_nonce, "each answer has a nonce of its own");
+    assert!(
+        again.contains("data-testid=\"jobs-table\"") || again.contains("data-testid=\"jobs-empty\""),
+        "the Jobs page: {}",
+        &again[..again.len().min(400)]
+    );
+    let _ = first;
+
+    // Another session of the same user renders its own.
+    let before = pages.stats();
+    let _ = load(&alice_elsewhere, "/jobs").await;
+    assert_eq!(pages.stats().hits, before.hits, "another session's page");
+
+    // A teammate's launch (a write) is on alice's very next load.
+    let (_, _) = load(&alice, "/jobs").await;
+    let job = bob.launch(llama(8)).await;
+    let id = job["id"].as_str().unwrap();
+    let before = pages.stats();
+    let (after_launch, _) = load(&alice, "/jobs").await;
+    assert_eq!(pages.stats().hits, before.hits, "rendered again after a write");
+    assert!(after_launch.contains(id), "bob's new job {id} is listed");
+
+    // An action that writes nothing (a refused launch) also makes the pages stale.
+    let _ = load(&alice, "/").await;
+    let (status, _) = bob
+        .post("/api/v1/jobs", json!({ "template": "no-such-template", "gpus": 8 }))
+        .await;
+    assert!(status.is_client_error(), "{status}");
+    let before = pages.stats();
+    let _ = load(&alice, "/").await;
+    assert_eq!(pages.stats().hits, before.hits, "rendered again after an action");
+
+    // Nothing else is ever served from it: the API, a signed-out visitor, another path.
+    let before = pages.stats();
+    for _ in 0..3 {
+        let (status, _) = alice.get("/api/v1/jobs").await;
+        assert_eq!(status, StatusCode::OK);
+        let (status, _) = app.anonymous().page("/jobs").await;
+        assert!(status.is_success() || status.is_redirection(), "{status}");
+    }
+    assert_eq!(pages.stats().hits, before.hits);
+    finish(app, db).await;
+}
+
+on_both!(pages_are_served_again_only_to_their_session_until_something_changes);

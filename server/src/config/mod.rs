@@ -119,6 +119,10 @@ pub struct ServerConfig {
     pub idle_timeout_s: f64,
     /// Live event streams (`/api/v1/events`) one user may hold at once; one more is a 429.
     pub max_streams_per_user: usize,
+    /// A page rendered for a session may be served again to that session for this many
+    /// milliseconds, while no write finished and no other action came in (see
+    /// `http::page_cache`); 0 turns it off. At most 10000.
+    pub page_cache_ms: u64,
     /// Reverse proxies whose `X-Forwarded-For` and `X-Forwarded-Host` are believed, as
     /// CIDRs (`10.0.0.0/8`, `::1/128`) or single addresses. Empty (the default): forwarded
     /// headers count from nobody; the socket's peer is the client, and the cross-site check
@@ -268,6 +272,7 @@ impl Default for Config {
                 body_timeout_s: 30.0,
                 idle_timeout_s: 120.0,
                 max_streams_per_user: 32,
+                page_cache_ms: 1000,
                 trusted_proxies: Vec::new(),
                 public_url: None,
             },
@@ -398,6 +403,15 @@ impl Config {
             return Err(ConfigError::Invalid {
                 key: "server.max_streams_per_user",
                 message: "must be at least 1".into(),
+            });
+        }
+        if self.server.page_cache_ms > 10_000 {
+            return Err(ConfigError::Invalid {
+                key: "server.page_cache_ms",
+                message: format!(
+                    "must be 0 (off) to 10000 milliseconds, got {}",
+                    self.server.page_cache_ms
+                ),
             });
         }
         for p in &self.server.trusted_proxies {

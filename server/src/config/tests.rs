@@ -69,6 +69,11 @@ fn trusted_proxies_and_timeouts_are_checked() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("server.max_streams_per_user"), "{e}");
+    let e = with(&[("server.page_cache_ms", "60000")])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("server.page_cache_ms"), "{e}");
+    assert_eq!(with(&[]).unwrap().server.page_cache_ms, 1000);
     figment::Jail::expect_with(|jail| {
         jail.set_env(
             "GANTRY__SERVER__TRUSTED_PROXIES",

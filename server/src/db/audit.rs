@@ -67,7 +67,7 @@ impl Db {
     pub async fn append_audit(&self, a: &AuditEntry) -> Result<()> {
         let mut tx = self.begin_write().await?;
         insert_audit(&mut tx, a).await?;
-        tx.commit().await.map_err(map_err)?;
+        self.commit(tx).await?;
         Ok(())
     }
 

@@ -47,7 +47,7 @@ impl Db {
             .bind(team)
             .bind(display)
             .bind(ms(at))
-            .execute(&self.pool)
+            .execute(&*self.write())
             .await
             .map_err(map_err)?;
         Ok(())
@@ -65,7 +65,7 @@ impl Db {
             .bind(display)
             .bind(is_admin as i64)
             .bind(ms(at))
-            .execute(&self.pool)
+            .execute(&*self.write())
             .await
             .map_err(map_err)?;
         Ok(())
@@ -77,7 +77,7 @@ impl Db {
             .bind(user)
             .bind(team)
             .bind(role)
-            .execute(&self.pool)
+            .execute(&*self.write())
             .await
             .map_err(map_err)?;
         Ok(())
@@ -193,7 +193,7 @@ impl Db {
         .execute(&mut *tx)
         .await
         .map_err(map_err)?;
-        tx.commit().await.map_err(map_err)?;
+        self.commit(tx).await?;
         Ok(user)
     }
 
@@ -217,7 +217,7 @@ impl Db {
         .bind(&t.prefix)
         .bind(ms(t.created_at))
         .bind(t.expires_at.map(ms))
-        .execute(&self.pool)
+        .execute(&*self.write())
         .await
         .map_err(map_err)?;
         Ok(())
@@ -256,7 +256,7 @@ impl Db {
         .bind(ms(at))
         .bind(id)
         .bind(user)
-        .execute(&self.pool)
+        .execute(&*self.write())
         .await
         .map_err(map_err)?
         .rows_affected();
@@ -267,7 +267,7 @@ impl Db {
         sqlx::query("UPDATE api_token SET last_used_at = $1 WHERE token_id = $2")
             .bind(ms(at))
             .bind(id)
-            .execute(&self.pool)
+            .execute(&*self.write())
             .await
             .map_err(map_err)?;
         Ok(())

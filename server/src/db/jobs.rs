@@ -325,7 +325,7 @@ impl Db {
         .await
         .map_err(map_err)?;
         insert_event(&mut tx, j.id, j.created_at, "queued", reason).await?;
-        tx.commit().await.map_err(map_err)?;
+        self.commit(tx).await?;
         Ok(())
     }
 
@@ -347,7 +347,7 @@ impl Db {
         sqlx::query("UPDATE job SET sent_at = $1 WHERE job_id = $2 AND sent_at IS NULL")
             .bind(ms(at))
             .bind(job_id)
-            .execute(&self.pool)
+            .execute(&*self.write())
             .await
             .map_err(map_err)?;
         Ok(())
@@ -463,7 +463,7 @@ impl Db {
             )
             .await?;
         }
-        tx.commit().await.map_err(map_err)?;
+        self.commit(tx).await?;
         Ok(changed)
     }
 
@@ -502,7 +502,7 @@ impl Db {
             .map_err(map_err)?;
             insert_event(&mut tx, job_id, seen, "corrected", reason).await?;
         }
-        tx.commit().await.map_err(map_err)?;
+        self.commit(tx).await?;
         Ok(changed)
     }
 }

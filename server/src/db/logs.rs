@@ -77,7 +77,7 @@ impl Db {
             .await
             .map_err(map_err)?;
         }
-        tx.commit().await.map_err(map_err)?;
+        self.commit(tx).await?;
         Ok(true)
     }
 
@@ -121,7 +121,7 @@ impl Db {
         sqlx::query("UPDATE job SET failure = $1 WHERE job_id = $2 AND failure IS NULL")
             .bind(serde_json::to_string(failure)?)
             .bind(job_id)
-            .execute(&self.pool)
+            .execute(&*self.write())
             .await
             .map_err(map_err)?;
         Ok(())

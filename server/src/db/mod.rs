@@ -23,6 +23,8 @@ pub use pools::{pool_specs, PoolRow, QuotaRow, QuotaWrite};
 use usage::record_interval;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 pub use crate::domain::audit::{AuditEntry, AuditFilter};
 pub use crate::domain::identity::IdentitySignIn;
@@ -71,6 +73,28 @@ pub fn from_ms(v: i64) -> DateTime<Utc> {
 pub struct Db {
     pool: AnyPool,
     postgres: bool,
+    /// How many writes have completed through this handle and its clones (see [`Db::changes`]).
+    changes: Arc<AtomicU64>,
+}
+
+/// A write's fence: counts the write as done when dropped, after the statement it was borrowed
+/// for has completed (a temporary lives to the end of its statement, past the `.await`).
+pub(crate) struct Written<'a> {
+    pool: &'a AnyPool,
+    changes: &'a AtomicU64,
+}
+
+impl std::ops::Deref for Written<'_> {
+    type Target = AnyPool;
+    fn deref(&self) -> &AnyPool {
+        self.pool
+    }
+}
+
+impl Drop for Written<'_> {
+    fn drop(&mut self) {
+        self.changes.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 /// A read-only view of one moment: every query through it sees the same committed state
@@ -96,9 +120,35 @@ impl Db {
         let db = Db {
             pool,
             postgres: !url.starts_with("sqlite:"),
+            changes: Arc::default(),
         };
         db.migrate().await?;
         Ok(db)
+    }
+
+    /// A number that moves whenever a write through this database (any clone of it) has
+    /// completed: a commit, or a single statement that writes. Something read after taking it
+    /// and found equal later saw no write finish in between, so a page rendered meanwhile
+    /// still shows what is stored (see `http::page_cache`).
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::SeqCst)
+    }
+
+    /// The pool for one statement that writes; the write counts in [`Db::changes`] when the
+    /// statement is done.
+    pub(crate) fn write(&self) -> Written<'_> {
+        Written {
+            pool: &self.pool,
+            changes: &self.changes,
+        }
+    }
+
+    /// Commits a transaction from [`Db::begin_write`]; the write counts in [`Db::changes`]
+    /// once the commit has returned (a transaction dropped without one wrote nothing).
+    async fn commit(&self, tx: sqlx::Transaction<'static, sqlx::Any>) -> Result<()> {
+        let done = tx.commit().await.map_err(map_err);
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        done
     }
 
     pub async fn migrate(&self) -> Result<()> {
@@ -158,7 +208,7 @@ impl Db {
     pub async fn save_sim_clock(&self, now: DateTime<Utc>) -> Result<()> {
         sqlx::query("INSERT INTO sim_clock (sim_clock_id, now_ms) VALUES (1, $1) ON CONFLICT (sim_clock_id) DO UPDATE SET now_ms = excluded.now_ms")
             .bind(ms(now))
-            .execute(&self.pool)
+            .execute(&*self.write())
             .await
             .map_err(map_err)?;
         Ok(())

@@ -140,7 +140,7 @@ impl Db {
                 .await
                 .map_err(map_err)?;
         }
-        tx.commit().await.map_err(map_err)?;
+        self.commit(tx).await?;
         Ok(())
     }
 
@@ -172,7 +172,7 @@ impl Db {
              ON CONFLICT (notifier_cursor_id) DO UPDATE SET last_event_id = excluded.last_event_id",
         )
         .bind(last)
-        .execute(&self.pool)
+        .execute(&*self.write())
         .await
         .map_err(map_err)?;
         Ok(())
@@ -225,7 +225,7 @@ impl Db {
         .bind(ms(at))
         .bind(message)
         .bind(browser as i64)
-        .execute(&self.pool)
+        .execute(&*self.write())
         .await
         .map_err(map_err)?
         .rows_affected();
@@ -286,7 +286,7 @@ impl Db {
                 )
                 .bind(ms(at))
                 .bind(user)
-                .execute(&self.pool)
+                .execute(&*self.write())
                 .await
                 .map_err(map_err)?;
             }
@@ -296,7 +296,7 @@ impl Db {
                         .bind(ms(at))
                         .bind(user)
                         .bind(id)
-                        .execute(&self.pool)
+                        .execute(&*self.write())
                         .await
                         .map_err(map_err)?;
                 }
@@ -318,7 +318,7 @@ impl Db {
         .bind(serde_json::to_string(&w.events)?)
         .bind(&w.created_by)
         .bind(ms(w.created_at))
-        .execute(&self.pool)
+        .execute(&*self.write())
         .await
         .map_err(map_err)?;
         Ok(())
@@ -367,7 +367,7 @@ impl Db {
             .execute(&mut *tx)
             .await
             .map_err(map_err)?;
-        tx.commit().await.map_err(map_err)?;
+        self.commit(tx).await?;
         Ok(())
     }
 
@@ -394,7 +394,7 @@ impl Db {
         .bind(job_id)
         .bind(payload)
         .bind(ms(now))
-        .execute(&self.pool)
+        .execute(&*self.write())
         .await
         .map_err(map_err)?
         .rows_affected();
@@ -441,7 +441,7 @@ impl Db {
         .bind(next_at.map(ms))
         .bind(ms(now))
         .bind(id)
-        .execute(&self.pool)
+        .execute(&*self.write())
         .await
         .map_err(map_err)?;
         Ok(())

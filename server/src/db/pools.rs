@@ -12,11 +12,14 @@ pub struct QuotaRow {
 /// A quota change written inside an open transaction (see [`Db::begin_quota_update`]).
 pub struct QuotaWrite {
     tx: sqlx::Transaction<'static, sqlx::Any>,
+    changes: Arc<AtomicU64>,
 }
 
 impl QuotaWrite {
     pub async fn commit(self) -> Result<()> {
-        self.tx.commit().await.map_err(map_err)
+        let done = self.tx.commit().await.map_err(map_err);
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        done
     }
     pub async fn rollback(self) -> Result<()> {
         self.tx.rollback().await.map_err(map_err)
@@ -68,7 +71,7 @@ impl Db {
             .bind(p.nodes as i64)
             .bind(&p.strategy)
             .bind(ms(at))
-            .execute(&self.pool)
+            .execute(&*self.write())
             .await
             .map_err(map_err)?;
         Ok(())
@@ -108,7 +111,7 @@ impl Db {
         .bind(q.quota.lending_limit.map(i64::from))
         .bind(q.quota.strategy.map(|s| s.as_str()))
         .bind(ms(at))
-        .execute(&self.pool)
+        .execute(&*self.write())
         .await
         .map_err(map_err)?;
         Ok(())
@@ -177,7 +180,10 @@ impl Db {
             return Ok(None);
         }
         insert_audit(&mut tx, audit).await?;
-        Ok(Some(QuotaWrite { tx }))
+        Ok(Some(QuotaWrite {
+            tx,
+            changes: self.changes.clone(),
+        }))
     }
 
     pub async fn list_quotas(&self) -> Result<Vec<QuotaRow>> {

@@ -57,7 +57,7 @@ impl Db {
             .execute(&mut *tx)
             .await
             .map_err(map_err)?;
-        tx.commit().await.map_err(map_err)?;
+        self.commit(tx).await?;
         Ok(())
     }
 
@@ -86,7 +86,7 @@ impl Db {
             "UPDATE template SET deprecated = 1 WHERE template_id = $1 AND deprecated = 0",
         )
         .bind(id)
-        .execute(&self.pool)
+        .execute(&*self.write())
         .await
         .map_err(map_err)?
         .rows_affected()

@@ -283,7 +283,7 @@ impl Db {
         .execute(&mut *tx)
         .await
         .map_err(map_err)?;
-        tx.commit().await.map_err(map_err)?;
+        self.commit(tx).await?;
         Ok(done)
     }
 
@@ -380,7 +380,7 @@ impl Db {
             .execute(&mut *tx)
             .await
             .map_err(map_err)?;
-        tx.commit().await.map_err(map_err)?;
+        self.commit(tx).await?;
         Ok(count)
     }
 
@@ -402,7 +402,7 @@ impl Db {
             ] {
                 sqlx::query(sql).execute(&mut *tx).await.map_err(map_err)?;
             }
-            tx.commit().await.map_err(map_err)?;
+            self.commit(tx).await?;
         }
         Ok(other)
     }
@@ -560,7 +560,7 @@ impl Db {
         )
         .bind(util)
         .bind(interval_id)
-        .execute(&self.pool)
+        .execute(&*self.write())
         .await
         .map_err(map_err)?;
         Ok(())
@@ -570,7 +570,7 @@ impl Db {
     pub async fn set_interval_util_unknown(&self, interval_id: &str) -> Result<()> {
         sqlx::query("UPDATE job_interval SET util_checked = 1 WHERE interval_id = $1")
             .bind(interval_id)
-            .execute(&self.pool)
+            .execute(&*self.write())
             .await
             .map_err(map_err)?;
         Ok(())

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod csrf;
 pub mod failure;
 pub mod oidc;
+pub mod page_cache;
 pub mod request_id;
 pub mod serve;
 pub mod session_store;

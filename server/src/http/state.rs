@@ -23,6 +23,8 @@ pub struct AppState {
     pub streams: Arc<StreamSlots>,
     /// Compressed copies of the site's hashed files.
     pub assets: Arc<crate::http::assets::AssetCache>,
+    /// Pages rendered for a session, served again to it while nothing changed.
+    pub pages: Arc<crate::http::page_cache::PageCache>,
 }
 
 impl FromRef<AppState> for LeptosOptions {

@@ -89,6 +89,11 @@ fn token_info(t: crate::db::TokenRow) -> ApiTokenInfo {
 }
 
 impl Portal {
+    /// Moves whenever a write to the database has completed (see [`crate::db::Db::changes`]).
+    pub fn data_changes(&self) -> u64 {
+        self.db.changes()
+    }
+
     pub fn session_limits(&self) -> session::SessionLimits {
         self.session_limits
     }
