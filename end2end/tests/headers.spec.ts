@@ -43,3 +43,37 @@ test("the job page hydrates under its security policy; its hashed site files com
   await page.screenshot({ path: `${SHOTS}/job-headers.png` });
   await alice.dispose();
 });
+
+// A page asked for again by the same session while nothing changed is served from what was
+// rendered (server `http::page_cache`), with a nonce of its own: it must hydrate and work the
+// same, under its own policy (a nonce left over from the first answer would be a CSP
+// violation, a console error).
+test("a page served again from the page cache hydrates under a nonce of its own", async ({ page, baseURL }) => {
+  await cancelEverything(baseURL!);
+  const alice = await apiAs(baseURL!, "alice");
+  const job = await launch(alice, { template: "llama-3.1-8b-fsdp", gpus: 8, name: "e2e-page-cache" });
+  await signIn(page, "alice");
+  const first = await page.goto(`/jobs/${job.id}`);
+  expect(first!.headers()["x-page-cache"]).toBe("miss");
+  const nonceOf = (csp: string) => /'nonce-([^']+)'/.exec(csp)![1];
+  const firstNonce = nonceOf(first!.headers()["content-security-policy"]);
+  await hydrated(page);
+
+  // The sim writes now and then (admissions, the clock), and any write means a new render:
+  // a few reloads find the cached answer.
+  let hit = null;
+  for (let i = 0; i < 10 && !hit; i++) {
+    const res = await page.reload();
+    if (res!.headers()["x-page-cache"] === "hit") hit = res;
+  }
+  expect(hit, "a reload was served from the page cache").toBeTruthy();
+  const nonce = nonceOf(hit!.headers()["content-security-policy"]);
+  expect(nonce).not.toBe(firstNonce);
+  expect(await page.locator(`script[nonce]`).count()).toBeGreaterThan(0);
+  await hydrated(page);
+  // Interactive: the job is cancelled from it.
+  await page.getByTestId("cancel").click();
+  await page.getByTestId("confirm-cancel").click();
+  await expect(page.getByTestId("job-state")).toHaveText("cancelled");
+  await alice.dispose();
+});

@@ -190,8 +190,7 @@ async fn run() -> anyhow::Result<()> {
         let cached = 100.0 * (after.hits - before.hits) as f64 / answered.max(1) as f64;
         running.pages.set_ttl(Duration::ZERO);
         load(&client, &format!("{base}{path}"), connections, 1).await;
-        let (rendered, _) =
-            load(&client, &format!("{base}{path}"), connections, seconds).await;
+        let (rendered, _) = load(&client, &format!("{base}{path}"), connections, seconds).await;
         running.pages.set_ttl(ttl);
         let (bare, _) = load(
             &client,

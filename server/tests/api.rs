@@ -5674,7 +5674,8 @@ async fn pages_are_served_again_only_to_their_session_until_something_changes(t:
     let (again, nonce) = hit.expect("the same session's second load of /jobs was served again");
     assert_ne!(nonce, first_nonce, "each answer has a nonce of its own");
     assert!(
-        again.contains("data-testid=\"jobs-table\"") || again.contains("data-testid=\"jobs-empty\""),
+        again.contains("data-testid=\"jobs-table\"")
+            || again.contains("data-testid=\"jobs-empty\""),
         "the Jobs page: {}",
         &again[..again.len().min(400)]
     );
@@ -5691,18 +5692,29 @@ async fn pages_are_served_again_only_to_their_session_until_something_changes(t:
     let id = job["id"].as_str().unwrap();
     let before = pages.stats();
     let (after_launch, _) = load(&alice, "/jobs").await;
-    assert_eq!(pages.stats().hits, before.hits, "rendered again after a write");
+    assert_eq!(
+        pages.stats().hits,
+        before.hits,
+        "rendered again after a write"
+    );
     assert!(after_launch.contains(id), "bob's new job {id} is listed");
 
     // An action that writes nothing (a refused launch) also makes the pages stale.
     let _ = load(&alice, "/").await;
     let (status, _) = bob
-        .post("/api/v1/jobs", json!({ "template": "no-such-template", "gpus": 8 }))
+        .post(
+            "/api/v1/jobs",
+            json!({ "template": "no-such-template", "gpus": 8 }),
+        )
         .await;
     assert!(status.is_client_error(), "{status}");
     let before = pages.stats();
     let _ = load(&alice, "/").await;
-    assert_eq!(pages.stats().hits, before.hits, "rendered again after an action");
+    assert_eq!(
+        pages.stats().hits,
+        before.hits,
+        "rendered again after an action"
+    );
 
     // Nothing else is ever served from it: the API, a signed-out visitor, another path.
     let before = pages.stats();

@@ -15,6 +15,7 @@
 //! - Each answer gets a fresh CSP nonce: the cached bytes are split where the nonce was.
 //! - Only a signed-in 200 `text/html` page without `Set-Cookie` is kept, up to
 //!   [`MAX_BYTES`] in all.
+//! - A page that could be kept says whether it was (`x-page-cache: hit` or `miss`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,6 +31,8 @@ use crate::http::state::AppState;
 
 /// All cached pages together stay under this many bytes.
 pub const MAX_BYTES: usize = 32 << 20;
+/// Says whether a page was served again (`hit`) or rendered (`miss`).
+pub const HEADER: &str = "x-page-cache";
 /// A page bigger than this is not kept.
 const MAX_PAGE_BYTES: usize = 4 << 20;
 
@@ -142,6 +145,7 @@ impl PageCache {
         {
             headers.insert(header::CONTENT_SECURITY_POLICY, csp);
         }
+        headers.insert(HEADER, HeaderValue::from_static("hit"));
         let mut res = Response::new(Body::from(body));
         *res.headers_mut() = headers;
         Some(res)
@@ -184,7 +188,10 @@ fn may_be_page(method: &Method, path: &str) -> bool {
         && !path.starts_with("/api/")
         && !path.starts_with("/auth/")
         && !path.starts_with("/pkg/")
-        && !path.rsplit('/').next().is_some_and(|last| last.contains('.'))
+        && !path
+            .rsplit('/')
+            .next()
+            .is_some_and(|last| last.contains('.'))
 }
 
 /// Middleware (inside the session layer and the viewer memo): answers a page from the cache
@@ -220,7 +227,9 @@ pub async fn page_cache(
         session,
         parts.uri.path_and_query().map(|p| p.as_str().to_string()),
     ) else {
-        return next.run(axum::extract::Request::from_parts(parts, body)).await;
+        return next
+            .run(axum::extract::Request::from_parts(parts, body))
+            .await;
     };
     let key = Key {
         session: session.0,
@@ -288,6 +297,9 @@ async fn keep(cache: &PageCache, key: Key, generation: (u64, u64), res: Response
                 len: bytes.len(),
             };
             cache.put(key, entry, generation);
+            parts
+                .headers
+                .insert(HEADER, HeaderValue::from_static("miss"));
         }
     }
     Response::from_parts(parts, Body::from(bytes))
@@ -361,7 +373,9 @@ mod tests {
 
         // Another session, another address, a write, an action, age: not served.
         assert!(cache.get(&key(2, "/jobs"), (5, 0), t0).is_none());
-        assert!(cache.get(&key(1, "/jobs?state=queued"), (5, 0), t0).is_none());
+        assert!(cache
+            .get(&key(1, "/jobs?state=queued"), (5, 0), t0)
+            .is_none());
         assert!(cache.get(&key(1, "/jobs"), (6, 0), t0).is_none());
         assert!(cache.get(&key(1, "/jobs"), (5, 1), t0).is_none());
         assert!(cache
