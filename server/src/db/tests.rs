@@ -205,3 +205,28 @@ async fn the_list_query_and_the_live_rule_agree_on_postgres() {
     jobs_agree(&db).await;
     db.drop_database().await;
 }
+
+/// [`Db::changes`] (what the page cache checks) moves with each completed write, a single
+/// statement or a commit, and never with a read.
+#[tokio::test]
+async fn writes_and_only_writes_move_the_change_count() {
+    let t = TestDb::sqlite();
+    let db = Db::connect(&t.url, 2).await.expect("connect");
+    crate::seed::seed_catalog(&db, Utc::now()).await.unwrap();
+    let c0 = db.changes();
+    assert!(c0 > 0, "seeding the catalog wrote");
+    let reader = db.clone();
+    assert!(!reader.list_user_ids().await.unwrap().is_empty());
+    assert!(reader.get_viewer("alice").await.unwrap().is_some());
+    reader.sim_clock().await.unwrap();
+    assert_eq!(db.changes(), c0, "reads move nothing");
+    reader.save_sim_clock(Utc::now()).await.unwrap();
+    assert_eq!(
+        db.changes(),
+        c0 + 1,
+        "a statement that writes, seen by every clone"
+    );
+    let entry = crate::db::AuditEntry::new("carol", "test.write", "alice", Utc::now());
+    reader.append_audit(&entry).await.unwrap();
+    assert_eq!(db.changes(), c0 + 2, "a committed transaction");
+}

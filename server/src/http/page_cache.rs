@@ -68,6 +68,8 @@ pub struct PageCache {
 struct Entries {
     map: HashMap<Key, Entry>,
     bytes: usize,
+    /// When entries that may no longer be served were last dropped.
+    swept: Option<Instant>,
 }
 
 /// How often the cache answered, for the page benchmark and the tests.
@@ -151,12 +153,19 @@ impl PageCache {
         Some(res)
     }
 
+    /// Keeps `entry`. Entries that may no longer be served (older, or of another generation
+    /// than `current`) are dropped once a `ttl`, and whenever the cache is full: a signed-out
+    /// session's pages do not stay in memory.
     fn put(&self, key: Key, entry: Entry, current: (u64, u64)) {
         let mut entries = self.lock();
-        if entries.bytes + entry.len > MAX_BYTES {
-            let ttl = self.ttl();
-            let now = Instant::now();
-            let Entries { map, bytes } = &mut *entries;
+        let ttl = self.ttl();
+        let now = Instant::now();
+        let due = entries
+            .swept
+            .is_none_or(|t| now.saturating_duration_since(t) >= ttl);
+        if due || entries.bytes + entry.len > MAX_BYTES {
+            entries.swept = Some(now);
+            let Entries { map, bytes, .. } = &mut *entries;
             map.retain(|_, e| {
                 let keep = e.generation == current && now.saturating_duration_since(e.at) < ttl;
                 if !keep {
@@ -402,6 +411,19 @@ mod tests {
         // Stale entries go first: a newer generation's page fits by dropping them.
         cache.put(key(-1, "/"), entry((2, 0), t0, "y", "n"), (2, 0));
         assert_eq!(cache.lock().map.len(), 1);
+    }
+
+    #[test]
+    fn pages_that_may_no_longer_be_served_leave_memory() {
+        let cache = PageCache::new(Duration::from_millis(50));
+        cache.put(key(1, "/"), entry((1, 0), Instant::now(), "a", "n"), (1, 0));
+        cache.put(key(2, "/"), entry((1, 0), Instant::now(), "b", "n"), (1, 0));
+        assert_eq!(cache.lock().map.len(), 2, "both may still be served");
+        std::thread::sleep(Duration::from_millis(60));
+        cache.put(key(3, "/"), entry((1, 0), Instant::now(), "c", "n"), (1, 0));
+        let e = cache.lock();
+        assert_eq!(e.map.len(), 1, "the two older than the ttl are gone");
+        assert_eq!(e.bytes, 1);
     }
 
     #[test]
