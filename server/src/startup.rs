@@ -448,8 +448,8 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
         app::app::shell,
     ))
     .layer(axum::middleware::from_fn(server_fn_status))
-    // A page asked for again by the same session while nothing changed (its viewer read
-    // through the memo, once).
+    // A page asked for again by the same session while nothing changed: answered after the
+    // session is read, before the page's viewer or data are.
     .layer(axum::middleware::from_fn_with_state(
         state.clone(),
         crate::http::page_cache::page_cache,

@@ -203,7 +203,7 @@ fn may_be_page(method: &Method, path: &str) -> bool {
             .is_some_and(|last| last.contains('.'))
 }
 
-/// Middleware (inside the session layer and the viewer memo): answers a page from the cache
+/// Middleware (inside the session layer): answers a page from the cache
 /// when it may, and keeps a page it renders.
 pub async fn page_cache(
     State(state): State<AppState>,
@@ -223,17 +223,19 @@ pub async fn page_cache(
     if cache.ttl().is_zero() {
         return next.run(req).await;
     }
-    // Taken before anything is read, the viewer included.
+    // Taken before anything is read, the session included.
     let generation = cache.generation(state.portal.data_changes());
     let (parts, body) = req.into_parts();
-    let viewer = state.portal.viewer(&parts).await;
-    let session = parts
-        .extensions
-        .get::<tower_sessions::Session>()
-        .and_then(|s| s.id());
-    let (Ok(Some(viewer)), Some(session), Some(uri)) = (
-        viewer,
-        session,
+    // The session's user, its lifetime checked. Not the user's record: that changes only by a
+    // write, which makes every entry stale, so a hit reads only the session.
+    let session = parts.extensions.get::<tower_sessions::Session>();
+    let user = match session {
+        Some(s) => crate::service::session::session_user(s, state.portal.session_limits()).await,
+        None => Ok(None),
+    };
+    let (Ok(Some(user)), Some(session), Some(uri)) = (
+        user,
+        session.and_then(|s| s.id()),
         parts.uri.path_and_query().map(|p| p.as_str().to_string()),
     ) else {
         return next
@@ -242,7 +244,7 @@ pub async fn page_cache(
     };
     let key = Key {
         session: session.0,
-        user: viewer.user,
+        user,
         uri,
     };
     if let Some(res) = cache.get(&key, generation, Instant::now()) {
