@@ -5661,7 +5661,7 @@ async fn pages_are_served_again_only_to_their_session_until_something_changes(t:
 
     // The background work of the sim (admissions, the clock) writes now and then, and any
     // write makes the next load render again: a hit is looked for a few times.
-    let (first, first_nonce) = load(&alice, "/jobs").await;
+    let (_, first_nonce) = load(&alice, "/jobs").await;
     let mut hit = None;
     for _ in 0..20 {
         let before = pages.stats();
@@ -5679,7 +5679,6 @@ async fn pages_are_served_again_only_to_their_session_until_something_changes(t:
         "the Jobs page: {}",
         &again[..again.len().min(400)]
     );
-    let _ = first;
 
     // Another session of the same user renders its own.
     let before = pages.stats();

@@ -185,6 +185,19 @@ impl PageCache {
     }
 }
 
+/// `page` cut where `nonce` stands (`None` if it is not UTF-8).
+fn split_at(page: &Bytes, nonce: &str) -> Option<Vec<Bytes>> {
+    let text = std::str::from_utf8(page).ok()?;
+    let mut pieces = Vec::new();
+    let mut from = 0;
+    for (at, _) in text.match_indices(nonce) {
+        pieces.push(page.slice(from..at));
+        from = at + nonce.len();
+    }
+    pieces.push(page.slice(from..));
+    Some(pieces)
+}
+
 /// A nonce as Leptos makes one: 16 random bytes, base64.
 fn new_nonce() -> String {
     use base64::Engine;
@@ -203,8 +216,8 @@ fn may_be_page(method: &Method, path: &str) -> bool {
             .is_some_and(|last| last.contains('.'))
 }
 
-/// Middleware (inside the session layer): answers a page from the cache
-/// when it may, and keeps a page it renders.
+/// Middleware (inside the session layer): answers a page from the cache when it may, and
+/// keeps a page it renders.
 pub async fn page_cache(
     State(state): State<AppState>,
     req: axum::extract::Request,
@@ -223,7 +236,8 @@ pub async fn page_cache(
     if cache.ttl().is_zero() {
         return next.run(req).await;
     }
-    // Taken before anything is read, the session included.
+    // Taken before anything is read, the session included; an entry's age counts from here.
+    let started = Instant::now();
     let generation = cache.generation(state.portal.data_changes());
     let (parts, body) = req.into_parts();
     // The session's user, its lifetime checked. Not the user's record: that changes only by a
@@ -255,11 +269,16 @@ pub async fn page_cache(
     let res = next
         .run(axum::extract::Request::from_parts(parts, body))
         .await;
-    keep(cache, key, generation, res).await
+    keep(cache, key, (generation, started), res).await
 }
 
 /// Keeps a copy of `res` if it is a page that may be served again, and answers it.
-async fn keep(cache: &PageCache, key: Key, generation: (u64, u64), res: Response) -> Response {
+async fn keep(
+    cache: &PageCache,
+    key: Key,
+    (generation, started): ((u64, u64), Instant),
+    res: Response,
+) -> Response {
     let headers = res.headers();
     let html = headers
         .get(header::CONTENT_TYPE)
@@ -291,17 +310,10 @@ async fn keep(cache: &PageCache, key: Key, generation: (u64, u64), res: Response
     };
     parts.headers.remove(header::CONTENT_LENGTH);
     if bytes.len() <= MAX_PAGE_BYTES {
-        if let Ok(text) = std::str::from_utf8(&bytes) {
-            let mut pieces = Vec::new();
-            let mut from = 0;
-            for (at, _) in text.match_indices(nonce.as_str()) {
-                pieces.push(bytes.slice(from..at));
-                from = at + nonce.len();
-            }
-            pieces.push(bytes.slice(from..));
+        if let Some(pieces) = split_at(&bytes, &nonce) {
             let entry = Entry {
                 generation,
-                at: Instant::now(),
+                at: started,
                 headers: parts.headers.clone(),
                 pieces,
                 nonce,
@@ -321,14 +333,7 @@ mod tests {
     use super::*;
 
     fn entry(generation: (u64, u64), at: Instant, body: &str, nonce: &str) -> Entry {
-        let bytes = Bytes::from(body.to_string());
-        let mut pieces = Vec::new();
-        let mut from = 0;
-        for (i, _) in body.match_indices(nonce) {
-            pieces.push(bytes.slice(from..i));
-            from = i + nonce.len();
-        }
-        pieces.push(bytes.slice(from..));
+        let pieces = split_at(&Bytes::from(body.to_string()), nonce).unwrap();
         let mut headers = HeaderMap::new();
         headers.insert(
             header::CONTENT_SECURITY_POLICY,
