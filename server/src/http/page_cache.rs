@@ -198,10 +198,10 @@ fn split_at(page: &Bytes, nonce: &str) -> Option<Vec<Bytes>> {
     Some(pieces)
 }
 
-/// A nonce as Leptos makes one: 16 random bytes, base64.
+/// A nonce as Leptos makes one: 16 random bytes, URL-safe base64 without padding.
 fn new_nonce() -> String {
     use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(rand::random::<[u8; 16]>())
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 16]>())
 }
 
 /// Paths that are never pages: the API and server functions, sign-in, the site's files.
@@ -378,7 +378,13 @@ mod tests {
         let (html, csp) = text(cache.get(&key(1, "/jobs"), (5, 0), t0).unwrap()).await;
         assert!(!html.contains("N0nce=="), "{html}");
         let fresh = csp.split("'nonce-").nth(1).unwrap().trim_end_matches('\'');
-        assert_eq!(fresh.len(), 24, "{csp}");
+        assert_eq!(fresh.len(), 22, "{csp}");
+        assert!(
+            fresh
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+            "the same alphabet as Leptos' own nonces: {csp}"
+        );
         assert_eq!(
             html,
             body.replace("N0nce==", fresh),
