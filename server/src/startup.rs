@@ -484,6 +484,8 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
     .layer(axum::middleware::from_fn(response_headers))
     // gzip or brotli as the client accepts, for what is worth it (not event streams or images).
     .layer(tower_http::compression::CompressionLayer::new())
+    // No Leptos owner left on the thread by another request's page (http/fresh_owner.rs).
+    .layer(axum::middleware::from_fn(crate::http::fresh_owner::middleware))
     // Outermost: who the forwarded headers may be believed from, for every layer inside.
     .layer(axum::Extension(trusted))
     .with_state(state)
@@ -498,6 +500,7 @@ fn page_security_policy() {
         leptos::nonce::use_nonce(),
         use_context::<leptos_axum::ResponseOptions>(),
     ) else {
+        // A site file or a server function (this context is theirs too): no page, no nonce.
         return;
     };
     let policy = format!(
@@ -520,13 +523,27 @@ async fn response_headers(
 ) -> axum::response::Response {
     use http::header::{self, HeaderValue};
     let hashed_asset = req.uri().path().starts_with("/pkg/");
+    let path = tracing::enabled!(tracing::Level::WARN).then(|| req.uri().path().to_owned());
     let mut res = next.run(req).await;
-    let ok = res.status().is_success();
+    let status = res.status();
+    let ok = status.is_success();
     let h = res.headers_mut();
-    h.entry(header::CONTENT_SECURITY_POLICY)
-        .or_insert(HeaderValue::from_static(
-            "default-src 'self'; object-src 'none'; base-uri 'self'; frame-ancestors 'none'",
-        ));
+    if let header::Entry::Vacant(e) = h.entry(header::CONTENT_SECURITY_POLICY) {
+        e.insert(HeaderValue::from_static(crate::http::SCRIPTLESS_POLICY));
+        // A page gets its own policy, with the nonce of its hydration scripts; one that went
+        // without would never become interactive in a browser.
+        let html = h
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/html"));
+        if html {
+            tracing::warn!(
+                path = path.as_deref().unwrap_or("-"),
+                status = status.as_u16(),
+                "an HTML answer without a page's own security policy"
+            );
+        }
+    }
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),

@@ -5612,6 +5612,85 @@ async fn every_page_by_role(t: Target) {
     finish(app, db).await;
 }
 
+/// Site files served while pages render leave each page its own Content-Security-Policy.
+/// Leptos left a rendering page's owner as its thread's current one, and the site-file handler
+/// then took that page's headers for the file (see `http::fresh_owner`): about one page in
+/// two lost its policy here (12 and 13 of 25 in two runs without the fix), and a browser then
+/// blocks such a page's hydration scripts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_keep_their_policy_while_site_files_are_served() {
+    let db = fresh_database(Target::Sqlite).await;
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(
+        site.path().join("favicon.svg"),
+        r#"<svg xmlns="http://www.w3.org/2000/svg"/>"#,
+    )
+    .unwrap();
+    let mut options = leptos_options();
+    options.site_root = site.path().to_string_lossy().into_owned().into();
+    let mut config = config(&db.url);
+    // Every load rendered: a page served again is not rendered, so it cannot lose anything.
+    config.server.page_cache_ms = 0;
+    let running = start(config, options).await.expect("server starts");
+    let app = App {
+        base: format!("http://{}", running.addr),
+        running,
+    };
+    let alice = app.client("alice").await;
+    let anonymous = app.anonymous();
+    let (mut pages, mut without, mut stolen) = (0, Vec::new(), 0);
+    for round in 0..25 {
+        let page = async {
+            let res = alice
+                .http
+                .get(format!("{}/", app.base))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), StatusCode::OK);
+            let csp = res.headers()["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .to_string();
+            let html = res.text().await.unwrap();
+            (csp, html)
+        };
+        let files = futures::future::join_all((0..4).map(|_| async {
+            let res = anonymous
+                .http
+                .get(format!("{}/favicon.svg", app.base))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), StatusCode::OK);
+            res.headers()["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .to_string()
+        }));
+        let ((csp, html), files) = tokio::join!(page, files);
+        pages += 1;
+        if !csp.contains("'nonce-") {
+            without.push(format!("round {round}: {csp}"));
+        } else {
+            let nonce = csp_nonce(&csp);
+            assert!(
+                html.contains(&format!("nonce=\"{nonce}\"")),
+                "round {round}"
+            );
+        }
+        stolen += files.iter().filter(|f| f.contains("'nonce-")).count();
+    }
+    assert!(
+        without.is_empty() && stolen == 0,
+        "{} of {pages} pages went out without their own policy, and {stolen} of {} site files \
+         carried a page's:\n{}",
+        without.len(),
+        pages * 4,
+        without.join("\n")
+    );
+}
+
 /// The nonce in a page's Content-Security-Policy.
 fn csp_nonce(csp: &str) -> String {
     csp.split("'nonce-")

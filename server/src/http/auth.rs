@@ -261,7 +261,12 @@ fn sign_in_failed(state: &AppState, e: &SignInError) -> Response {
         html_escape(&crate::http::assets::stylesheet_href(&state.leptos_options)),
         html_escape(&e.to_string())
     );
-    (e.status(), Html(body)).into_response()
+    // Its own policy, so it is not taken for a page that lost its nonce (startup.rs).
+    let policy = [(
+        http::header::CONTENT_SECURITY_POLICY,
+        crate::http::SCRIPTLESS_POLICY,
+    )];
+    (e.status(), policy, Html(body)).into_response()
 }
 
 fn html_escape(s: &str) -> String {

@@ -8,9 +8,14 @@ pub mod assets;
 pub mod auth;
 pub mod csrf;
 pub mod failure;
+pub mod fresh_owner;
 pub mod oidc;
 pub mod page_cache;
 pub mod request_id;
 pub mod serve;
 pub mod session_store;
 pub mod state;
+
+/// The Content-Security-Policy of an answer that is not a rendered page: nothing inline runs.
+pub const SCRIPTLESS_POLICY: &str =
+    "default-src 'self'; object-src 'none'; base-uri 'self'; frame-ancestors 'none'";
