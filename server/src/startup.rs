@@ -439,7 +439,7 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
         provide_context(backend.clone());
         page_security_policy();
     };
-    app.leptos_routes_with_context(&state, routes, page_context.clone(), {
+    let app = app.leptos_routes_with_context(&state, routes, page_context.clone(), {
         let options = leptos_options.clone();
         move || app::app::shell(options.clone())
     })
@@ -464,7 +464,7 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
     .layer(axum::middleware::from_fn(move |req, next| {
         crate::http::serve::body_deadline(body_timeout, max_body, req, next)
     }))
-    .layer(sessions)
+    .layer(sessions.clone())
     .layer(
         TraceLayer::new_for_http()
             .make_span_with(|req: &http::Request<_>| {
@@ -483,12 +483,51 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
     }))
     .layer(axum::middleware::from_fn(response_headers))
     // gzip or brotli as the client accepts, for what is worth it (not event streams or images).
-    .layer(tower_http::compression::CompressionLayer::new())
-    // No Leptos owner left on the thread by another request's page (http/fresh_owner.rs).
-    .layer(axum::middleware::from_fn(crate::http::fresh_owner::middleware))
-    // Outermost: who the forwarded headers may be believed from, for every layer inside.
-    .layer(axum::Extension(trusted))
-    .with_state(state)
+    .layer(tower_http::compression::CompressionLayer::new());
+    // The live stream: the session (who holds it), its log line, its id and the headers, and
+    // nothing that would wrap its body for as long as it is open (compression never applies to
+    // an event stream; tracing's layer would keep the request's span for hours).
+    let live = crate::http::api::live_routes()
+        .layer(axum::middleware::from_fn(log_stream))
+        .layer(sessions)
+        .layer(axum::middleware::from_fn(
+            crate::http::request_id::middleware,
+        ))
+        .layer(axum::middleware::from_fn(response_headers));
+    app.merge(live)
+        // No Leptos owner left on the thread by another request's page (http/fresh_owner.rs).
+        .layer(axum::middleware::from_fn(
+            crate::http::fresh_owner::middleware,
+        ))
+        // Outermost: who the forwarded headers may be believed from, for every layer inside.
+        .layer(axum::Extension(trusted))
+        .with_state(state)
+}
+
+/// The `served` log line of a live stream, written when its answer starts (as `TraceLayer`
+/// writes every other request's), in a span like theirs.
+async fn log_stream(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use tracing::Instrument;
+    let id = req
+        .headers()
+        .get(crate::http::request_id::HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-");
+    let span =
+        tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path());
+    let start = std::time::Instant::now();
+    let res = next.run(req).instrument(span.clone()).await;
+    span.in_scope(|| {
+        tracing::info!(
+            status = res.status().as_u16(),
+            latency_ms = start.elapsed().as_secs_f64() * 1000.0,
+            "served"
+        );
+    });
+    res
 }
 
 /// The Content-Security-Policy of a server-rendered page, on the response being rendered:

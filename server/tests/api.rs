@@ -3691,6 +3691,39 @@ async fn responses_carry_security_headers_and_are_compressed(t: Target) {
         .unwrap()
         .contains(&nonce));
 
+    // The live stream has its own, shorter stack of layers: it keeps the request id and the
+    // security headers, is never compressed, and sends the clock at once.
+    let mut stream = alice
+        .http
+        .get(format!("{}/api/v1/events", app.base))
+        .header("accept-encoding", "br, gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    let sh = stream.headers();
+    assert!(sh["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    assert!(!sh.contains_key("content-encoding"), "{sh:?}");
+    assert_eq!(sh["x-request-id"].len(), 16, "{sh:?}");
+    assert_eq!(sh["x-content-type-options"], "nosniff");
+    assert_eq!(
+        sh["content-security-policy"],
+        gantry::http::SCRIPTLESS_POLICY,
+        "{sh:?}"
+    );
+    let first = tokio::time::timeout(std::time::Duration::from_secs(1), stream.chunk())
+        .await
+        .expect("the first event comes at once")
+        .unwrap()
+        .unwrap();
+    let first = String::from_utf8_lossy(&first).to_string();
+    assert!(first.starts_with("data: {"), "{first}");
+    assert!(first.contains("\"now\""), "the clock: {first}");
+    drop(stream);
+
     // JSON answers: a strict policy of their own, compressed when asked.
     for encoding in ["br", "gzip"] {
         let res = alice

@@ -1,5 +1,10 @@
 //! The HTTP server loop: `axum::serve`'s, plus the connection timeouts it does not set.
 //!
+//! HTTP/1.1 only, served by hyper's own HTTP/1 connection. Browsers speak HTTP/2 only over
+//! TLS, which a proxy in front ends; accepting HTTP/2 in clear text too meant sniffing each
+//! connection's first bytes and reading them again, which doubled every connection's read
+//! buffer to 16 KB: most of what an open live stream holds (`make bench`, streams).
+//!
 //! - **Header read** (hyper's `header_read_timeout`): a client must send a request's whole
 //!   header in time, or the connection is closed. A slowloris client that sends a header a
 //!   byte at a time holds a connection for this long at most. Hyper starts the clock again
@@ -22,8 +27,8 @@ use axum::extract::{ConnectInfo, Request};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto::Builder;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -54,12 +59,10 @@ pub async fn serve(
         shutdown.await;
         let _ = stop_tx.send(true);
     });
-    let mut builder = Builder::new(TokioExecutor::new());
+    let mut builder = http1::Builder::new();
     builder
-        .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read);
-    builder.http2().timer(TokioTimer::new());
     let mut stop = stop_rx.clone();
     let mut open = tokio::task::JoinSet::new();
     loop {
@@ -84,8 +87,9 @@ pub async fn serve(
         let builder = builder.clone();
         let mut stop = stop_rx.clone();
         open.spawn(async move {
-            let conn =
-                builder.serve_connection_with_upgrades(io, TowerToHyperService::new(service));
+            let conn = builder
+                .serve_connection(io, TowerToHyperService::new(service))
+                .with_upgrades();
             tokio::pin!(conn);
             tokio::select! {
                 r = conn.as_mut() => return log_end(peer, r),
@@ -112,7 +116,7 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
     }
 }
 
-fn log_end(peer: SocketAddr, r: Result<(), Box<dyn std::error::Error + Send + Sync>>) {
+fn log_end(peer: SocketAddr, r: Result<(), hyper::Error>) {
     if let Err(e) = r {
         tracing::debug!(%peer, error = %e, "connection closed");
     }

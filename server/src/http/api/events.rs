@@ -31,57 +31,93 @@ pub(super) async fn events(
         );
         return Ok(res);
     };
-    let (tx, rx) = tokio::sync::mpsc::channel::<Event>(64);
-    tokio::spawn(stream_events(state, viewer, credential, slot, tx));
-    let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, Infallible>);
-    Ok(Sse::new(stream)
-        .keep_alive(KeepAlive::default())
-        .into_response())
+    // The stream is the response body itself: no task or channel of its own, so an open stream
+    // holds only its connection, its body and this state (the figure `make bench` prints).
+    // Every RECHECK sends a tick, which is the keep-alive too.
+    let stream = futures::stream::unfold(
+        Some(Box::new(Watch::new(state, viewer, credential, slot))),
+        |watch| async move {
+            let mut watch = watch?;
+            let (text, last) = watch.next().await?;
+            Some((Ok::<_, Infallible>(text), (!last).then_some(watch)))
+        },
+    );
+    Ok(Sse::new(stream).into_response())
 }
 
 /// How often a live stream asks again whether its holder may still see it (and ticks).
 pub(super) const RECHECK: Duration = Duration::from_secs(2);
 
-pub(super) async fn stream_events(
+/// One live stream's state, between the events it sends.
+struct Watch {
     state: AppState,
-    mut viewer: app::model::Viewer,
+    viewer: app::model::Viewer,
     credential: crate::http::auth::Credential,
+    live: tokio::sync::broadcast::Receiver<crate::service::LiveChange>,
+    every: tokio::time::Interval,
+    /// The first event, a tick, is still to be sent.
+    first: bool,
     _slot: crate::http::state::StreamSlot,
-    tx: tokio::sync::mpsc::Sender<Event>,
-) {
-    use tokio::sync::broadcast::error::RecvError;
-    let portal = state.portal.clone();
-    let mut live = portal.subscribe_live();
-    let mut every = tokio::time::interval(RECHECK);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
+}
+
+impl Watch {
+    fn new(
+        state: AppState,
+        viewer: app::model::Viewer,
+        credential: crate::http::auth::Credential,
+        slot: crate::http::state::StreamSlot,
+    ) -> Watch {
+        let live = state.portal.subscribe_live();
+        // Each stream rechecks at a phase of its own: streams opened together (every page
+        // reconnecting after a restart) would otherwise ask the database all at once, every
+        // RECHECK, for as long as they stay open.
+        let phase = RECHECK.mul_f64(rand::random::<f64>());
+        let mut every = tokio::time::interval_at(tokio::time::Instant::now() + phase, RECHECK);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Watch {
+            state,
+            viewer,
+            credential,
+            live,
+            every,
+            first: true,
+            _slot: slot,
+        }
+    }
+
+    /// The next event, and whether it is the last; `None` once the portal is shutting down.
+    /// What it awaits on the database is boxed while it runs: a waiting stream then holds only
+    /// the two small waits, not room for a query's state.
+    async fn next(&mut self) -> Option<(Event, bool)> {
+        use tokio::sync::broadcast::error::RecvError;
+        let portal = &self.state.portal;
+        if std::mem::take(&mut self.first) {
+            // The clock at once; who holds the stream was checked a moment ago.
+            let tick = serde_json::to_string(&portal.live_tick()).unwrap_or_default();
+            return Some((Event::default().data(tick), false));
+        }
         // Written once per change and kind of viewer, shared by the streams.
         let text = tokio::select! {
-            msg = live.recv() => match msg {
-                Ok(c) => portal.live_event_text(&viewer, Some(c)).await,
+            msg = self.live.recv() => match msg {
+                Ok(c) => Box::pin(portal.live_event_text(&self.viewer, Some(c))).await,
                 // Missed some: a pool-less change makes the page refetch everything.
-                Err(RecvError::Lagged(_)) => portal.live_event_text(&viewer, None).await,
-                Err(RecvError::Closed) => return,
+                Err(RecvError::Lagged(_)) => Box::pin(portal.live_event_text(&self.viewer, None)).await,
+                Err(RecvError::Closed) => return None,
             },
-            _ = every.tick() => {
-                match credential.recheck(&state).await {
-                    Ok(Some(v)) => viewer = v,
+            _ = self.every.tick() => {
+                match Box::pin(self.credential.recheck(&self.state)).await {
+                    Ok(Some(v)) => self.viewer = v,
                     Ok(None) => {
-                        tracing::info!(user = %viewer.user, "live stream ended: signed out, revoked or expired");
+                        tracing::info!(user = %self.viewer.user, "live stream ended: signed out, revoked or expired");
                         let end = Event::default().event("end").data(r#"{"reason":"signed_out"}"#);
-                        let _ = tx.send(end).await;
-                        return;
+                        return Some((end, true));
                     }
                     // The database did not answer: keep the stream, ask again next time.
                     Err(e) => tracing::warn!(error = %e, "live stream: could not check its holder"),
                 }
                 serde_json::to_string(&portal.live_tick()).unwrap_or_default().into()
             }
-            // The client went away.
-            _ = tx.closed() => return,
         };
-        if tx.send(Event::default().data(&*text)).await.is_err() {
-            return;
-        }
+        Some((Event::default().data(&*text), false))
     }
 }

@@ -78,7 +78,6 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/jobs/{id}/utilization", get(job_utilization))
         .route("/api/v1/jobs/{id}/logs", get(job_logs))
         .route("/api/v1/jobs/{id}/rerun", post(rerun))
-        .route("/api/v1/events", get(events))
         .route("/api/v1/notifications", get(notifications))
         .route("/api/v1/notifications/read", post(mark_read))
         .route(
@@ -98,6 +97,14 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/{*rest}", axum::routing::any(no_such_route))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .method_not_allowed_fallback(method_not_allowed)
+}
+
+/// `GET /api/v1/events`, apart from [`routes`]: the router gives a live stream only the
+/// layers it needs, so that an open stream holds as little as it can.
+pub fn live_routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/events", get(events))
         .method_not_allowed_fallback(method_not_allowed)
 }
 
