@@ -5820,6 +5820,49 @@ async fn pages_are_served_again_only_to_their_session_until_something_changes(t:
         "rendered again after an action"
     );
 
+    // A server function that only reads (the top bar's notification list, which every
+    // hydrated page asks for at once) leaves the pages alive; one that acts does not.
+    let server_fn = async |c: &Client, path: &str| {
+        let res = c
+            .http
+            .post(format!("{}{path}", c.base))
+            .header("origin", &c.base)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body("")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{path}");
+    };
+    {
+        use app::functions::{GetNotifications, MarkAllNotificationsRead};
+        use leptos::server_fn::ServerFn;
+        let mut served = false;
+        for _ in 0..20 {
+            let _ = load(&alice, "/").await;
+            server_fn(&alice, GetNotifications::PATH).await;
+            let before = pages.stats();
+            let _ = load(&alice, "/").await;
+            if pages.stats().hits == before.hits + 1 {
+                served = true;
+                break;
+            }
+        }
+        assert!(
+            served,
+            "a page is served again after a server function that reads"
+        );
+        let _ = load(&alice, "/").await;
+        server_fn(&alice, MarkAllNotificationsRead::PATH).await;
+        let before = pages.stats();
+        let _ = load(&alice, "/").await;
+        assert_eq!(
+            pages.stats().hits,
+            before.hits,
+            "rendered again after a server function that acts"
+        );
+    }
+
     // Nothing else is ever served from it: the API, a signed-out visitor, another path.
     let before = pages.stats();
     for _ in 0..3 {
