@@ -240,8 +240,9 @@ async fn run() -> anyhow::Result<()> {
         opened_in.as_secs_f64()
     );
     println!(
-        "server memory: {before:.1} MiB without streams, {with_streams:.1} MiB with them: {:.1} MiB added (bar: 26 MB)",
-        with_streams - before
+        "server memory: {before:.1} MiB without streams, {with_streams:.1} MiB with them: {:.1} MiB ({:.1} MB) added (bar: 26 MB)",
+        with_streams - before,
+        (with_streams - before) * 1.048_576
     );
     println!(
         "launch to every stream: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {} deliveries (bar: p99 71 ms)",
