@@ -365,7 +365,7 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         portal: portal.clone(),
         config: config.clone(),
         oidc,
-        leptos_options: leptos_options.clone(),
+        leptos_options: Arc::new(leptos_options.clone()),
         sessions: store,
         streams: Arc::default(),
         assets: Arc::default(),
@@ -419,7 +419,7 @@ pub fn route_list() -> Vec<leptos_axum::AxumRouteListing> {
 fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Router {
     let routes = route_list();
     let backend: SharedBackend = state.portal.clone();
-    let leptos_options = state.leptos_options.clone();
+    let leptos_options = (*state.leptos_options).clone();
     let max_body = state.config.server.max_body_bytes;
     let body_timeout = Duration::from_secs_f64(state.config.server.body_timeout_s);
     let trusted =

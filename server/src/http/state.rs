@@ -16,7 +16,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// Single sign-on, when `[auth.oidc]` is configured.
     pub oidc: Option<Arc<crate::http::oidc::Oidc>>,
-    pub leptos_options: LeptosOptions,
+    /// Shared: a state is cloned for every extractor and stateful layer of every request.
+    pub leptos_options: Arc<LeptosOptions>,
     /// The session store, to ask again whether a long-lived request's session still holds.
     pub sessions: DbSessionStore,
     /// The live streams each user holds (`server.max_streams_per_user`).
@@ -29,7 +30,7 @@ pub struct AppState {
 
 impl FromRef<AppState> for LeptosOptions {
     fn from_ref(s: &AppState) -> Self {
-        s.leptos_options.clone()
+        (*s.leptos_options).clone()
     }
 }
 
