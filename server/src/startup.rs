@@ -439,51 +439,51 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
         provide_context(backend.clone());
         page_security_policy();
     };
-    let app = app.leptos_routes_with_context(&state, routes, page_context.clone(), {
-        let options = leptos_options.clone();
-        move || app::app::shell(options.clone())
-    })
-    .fallback(leptos_axum::file_and_error_handler_with_context::<AppState, _>(
-        page_context,
-        app::app::shell,
-    ))
-    .layer(axum::middleware::from_fn(server_fn_status))
-    // A page asked for again by the same session while nothing changed: answered after the
-    // session is read, before the page's viewer or data are.
-    .layer(axum::middleware::from_fn_with_state(
-        state.clone(),
-        crate::http::page_cache::page_cache,
-    ))
-    // One viewer per request, however many server functions a page renders.
-    .layer(axum::middleware::from_fn(crate::service::memo_viewer))
-    .layer(axum::middleware::from_fn_with_state(
-        state.clone(),
-        crate::http::csrf::csrf_guard,
-    ))
-    .layer(DefaultBodyLimit::max(max_body))
-    .layer(axum::middleware::from_fn(move |req, next| {
-        crate::http::serve::body_deadline(body_timeout, max_body, req, next)
-    }))
-    .layer(sessions.clone())
-    .layer(
-        TraceLayer::new_for_http()
-            .make_span_with(|req: &http::Request<_>| {
-                let id = req.headers().get(crate::http::request_id::HEADER).and_then(|v| v.to_str().ok()).unwrap_or("-");
-                tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path())
-            })
-            .on_request(())
-            .on_response(|res: &http::Response<_>, latency: Duration, _span: &Span| {
-                tracing::info!(status = res.status().as_u16(), latency_ms = latency.as_secs_f64() * 1000.0, "served");
-            }),
-    )
-    .layer(axum::middleware::from_fn(crate::http::request_id::middleware))
-    .layer(axum::middleware::from_fn({
-        let cache = state.assets.clone();
-        move |req, next| crate::http::assets::compressed_pkg(cache.clone(), req, next)
-    }))
-    .layer(axum::middleware::from_fn(response_headers))
-    // gzip or brotli as the client accepts, for what is worth it (not event streams or images).
-    .layer(tower_http::compression::CompressionLayer::new());
+    let app = app
+        .leptos_routes_with_context(&state, routes, page_context.clone(), {
+            let options = leptos_options.clone();
+            move || app::app::shell(options.clone())
+        })
+        .fallback(leptos_axum::file_and_error_handler_with_context::<
+            AppState,
+            _,
+        >(page_context, app::app::shell))
+        .layer(axum::middleware::from_fn(server_fn_status))
+        // A page asked for again by the same session while nothing changed: answered after the
+        // session is read, before the page's viewer or data are.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::http::page_cache::page_cache,
+        ))
+        // One viewer per request, however many server functions a page renders.
+        .layer(axum::middleware::from_fn(crate::service::memo_viewer))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::http::csrf::csrf_guard,
+        ))
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            crate::http::serve::body_deadline(body_timeout, max_body, req, next)
+        }))
+        .layer(sessions.clone())
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_request(())
+                .on_response(|res: &http::Response<_>, latency: Duration, _span: &Span| {
+                    log_served(res.status(), latency)
+                }),
+        )
+        .layer(axum::middleware::from_fn(
+            crate::http::request_id::middleware,
+        ))
+        .layer(axum::middleware::from_fn({
+            let cache = state.assets.clone();
+            move |req, next| crate::http::assets::compressed_pkg(cache.clone(), req, next)
+        }))
+        .layer(axum::middleware::from_fn(response_headers))
+        // gzip or brotli as the client accepts, for what is worth it (not event streams or images).
+        .layer(tower_http::compression::CompressionLayer::new());
     // The live stream: the session (who holds it), its log line, its id and the headers, and
     // nothing that would wrap its body for as long as it is open (compression never applies to
     // an event stream; tracing's layer would keep the request's span for hours).
@@ -504,29 +504,36 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
         .with_state(state)
 }
 
-/// The `served` log line of a live stream, written when its answer starts (as `TraceLayer`
-/// writes every other request's), in a span like theirs.
-async fn log_stream(
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use tracing::Instrument;
+/// A request's span: its id, method and path, on every line logged while it is served.
+fn request_span<B>(req: &http::Request<B>) -> Span {
     let id = req
         .headers()
         .get(crate::http::request_id::HEADER)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("-");
-    let span =
-        tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path());
+    tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path())
+}
+
+/// A request's `served` line, written when its answer starts.
+fn log_served(status: http::StatusCode, latency: Duration) {
+    tracing::info!(
+        status = status.as_u16(),
+        latency_ms = latency.as_secs_f64() * 1000.0,
+        "served"
+    );
+}
+
+/// The span and `served` line of a live stream, as `TraceLayer` gives every other request,
+/// without wrapping its body.
+async fn log_stream(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use tracing::Instrument;
+    let span = request_span(&req);
     let start = std::time::Instant::now();
     let res = next.run(req).instrument(span.clone()).await;
-    span.in_scope(|| {
-        tracing::info!(
-            status = res.status().as_u16(),
-            latency_ms = start.elapsed().as_secs_f64() * 1000.0,
-            "served"
-        );
-    });
+    span.in_scope(|| log_served(res.status(), start.elapsed()));
     res
 }
 
@@ -562,7 +569,7 @@ async fn response_headers(
 ) -> axum::response::Response {
     use http::header::{self, HeaderValue};
     let hashed_asset = req.uri().path().starts_with("/pkg/");
-    let path = tracing::enabled!(tracing::Level::WARN).then(|| req.uri().path().to_owned());
+    let uri = req.uri().clone();
     let mut res = next.run(req).await;
     let status = res.status();
     let ok = status.is_success();
@@ -577,7 +584,7 @@ async fn response_headers(
             .is_some_and(|v| v.starts_with("text/html"));
         if html {
             tracing::warn!(
-                path = path.as_deref().unwrap_or("-"),
+                path = uri.path(),
                 status = status.as_u16(),
                 "an HTML answer without a page's own security policy"
             );
