@@ -107,11 +107,16 @@ impl Db {
     /// Connects and brings the schema up to date.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Db> {
         sqlx::any::install_default_drivers();
+        let sqlite = url.starts_with("sqlite:");
         let pool = AnyPoolOptions::new()
             .max_connections(max_connections)
+            // sqlx pings a connection each time the pool hands it out; a SQLite connection
+            // is a file this process holds open and cannot go stale, and the ping was a second
+            // round trip to its worker thread on every query. Postgres keeps the check.
+            .test_before_acquire(!sqlite)
             .connect(url)
             .await?;
-        if url.starts_with("sqlite:") {
+        if sqlite {
             // Readers do not block the writer in WAL mode; the setting stays with the file.
             sqlx::query("PRAGMA journal_mode = WAL")
                 .execute(&pool)
@@ -119,7 +124,7 @@ impl Db {
         }
         let db = Db {
             pool,
-            postgres: !url.starts_with("sqlite:"),
+            postgres: !sqlite,
             changes: Arc::default(),
         };
         db.migrate().await?;

@@ -17,6 +17,8 @@ impl DbSessionStore {
         if url.starts_with("sqlite:") {
             let pool = sqlx::sqlite::SqlitePoolOptions::new()
                 .max_connections(4)
+                // No ping before each use: see `Db::connect`.
+                .test_before_acquire(false)
                 .connect(url)
                 .await?;
             let store = SqliteStore::new(pool);
