@@ -12,8 +12,11 @@
 //!
 //! `GANTRY_BENCH_SECONDS` (default 5) and `GANTRY_BENCH_CONNECTIONS` (default 32) set the
 //! load; `GANTRY_BENCH_PAGES` (say `jobs,pools`: words of the page names) measures only those,
-//! to profile one page at a time, and `GANTRY_BENCH_PATH` adds another path (page `other`). Both servers and the load run in this process on the same cores, so the ratio, not
-//! the absolute figure, is what carries over to another machine.
+//! to profile one page at a time, and `GANTRY_BENCH_PATH` adds another path (page `other`).
+//! `GANTRY_BENCH_LOG` is a tracing filter for the server's log on stderr: `sqlx::query=debug`
+//! lists every statement a page makes, with its time. Both servers and the load run in this
+//! process on the same cores, so the ratio, not the absolute figure, is what carries over to
+//! another machine.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -72,6 +75,12 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run() -> anyhow::Result<()> {
+    if let Ok(filter) = std::env::var("GANTRY_BENCH_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let seconds = env_or("GANTRY_BENCH_SECONDS", 5);
     let connections = env_or("GANTRY_BENCH_CONNECTIONS", 32);
     let dir = tempfile::tempdir()?;
