@@ -363,15 +363,27 @@ impl Db {
         job_from_row(&row)
     }
 
-    /// A page of jobs, newest first (submission time, then id), as `q` selects.
-    pub async fn list_jobs(&self, q: &JobQuery) -> Result<Vec<JobRow>> {
-        let Some((filter, args)) = job_where(q, true, self.postgres) else {
-            return Ok(Vec::new());
-        };
+    /// The statement [`Db::list_jobs`] runs and its arguments; `None` when `q` selects nothing.
+    pub(super) fn list_sql(&self, q: &JobQuery) -> Option<(String, Vec<String>)> {
+        let (filter, args) = job_where(q, true, self.postgres)?;
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM job{filter} ORDER BY created_at DESC, job_id DESC LIMIT {}",
             q.limit.clamp(1, 1000)
         );
+        Some((sql, args))
+    }
+
+    /// The statement [`Db::count_jobs`] runs and its arguments.
+    pub(super) fn count_sql(&self, q: &JobQuery) -> Option<(String, Vec<String>)> {
+        let (filter, args) = job_where(q, false, self.postgres)?;
+        Some((format!("SELECT COUNT(*) AS n FROM job{filter}"), args))
+    }
+
+    /// A page of jobs, newest first (submission time, then id), as `q` selects.
+    pub async fn list_jobs(&self, q: &JobQuery) -> Result<Vec<JobRow>> {
+        let Some((sql, args)) = self.list_sql(q) else {
+            return Ok(Vec::new());
+        };
         let mut query = sqlx::query(&sql);
         for a in &args {
             query = query.bind(a.as_str());
@@ -382,10 +394,9 @@ impl Db {
 
     /// How many jobs `q`'s filters select, on every page.
     pub async fn count_jobs(&self, q: &JobQuery) -> Result<u64> {
-        let Some((filter, args)) = job_where(q, false, self.postgres) else {
+        let Some((sql, args)) = self.count_sql(q) else {
             return Ok(0);
         };
-        let sql = format!("SELECT COUNT(*) AS n FROM job{filter}");
         let mut query = sqlx::query(&sql);
         for a in &args {
             query = query.bind(a.as_str());

@@ -230,3 +230,79 @@ async fn writes_and_only_writes_move_the_change_count() {
     reader.append_audit(&entry).await.unwrap();
     assert_eq!(db.changes(), c0 + 2, "a committed transaction");
 }
+
+/// SQLite's plan for a statement with its arguments, one line per step.
+async fn plan(db: &Db, (sql, args): (String, Vec<String>)) -> String {
+    let explain = format!("EXPLAIN QUERY PLAN {sql}");
+    let mut q = sqlx::query(&explain);
+    for a in &args {
+        q = q.bind(a.as_str());
+    }
+    let rows = q.fetch_all(&db.pool).await.expect("explain");
+    rows.iter()
+        .map(|r| sqlx::Row::try_get::<String, _>(r, "detail").expect("detail"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The Jobs list and the home page read their page from an index in the list's own order
+/// (submitted, then id, newest first), so the database stops after the page instead of
+/// reading and sorting every job of a team; the home page's active jobs and their count come
+/// from the partial index of active jobs. SQLite's planner has no statistics to go by here,
+/// so its choice is fixed; Postgres chooses by its statistics and is not asserted.
+#[tokio::test]
+async fn the_lists_read_a_page_from_an_index_in_their_order_on_sqlite() {
+    let t = TestDb::sqlite();
+    let db = Db::connect(&t.url, 2).await.expect("connect");
+    let nlp = Some(vec!["nlp".to_string()]);
+    let cases = [
+        (
+            "a team's page",
+            JobTerms {
+                teams: nlp.clone(),
+                ..Default::default()
+            },
+            "job_team_newest",
+        ),
+        (
+            "an admin's page of every team",
+            JobTerms::default(),
+            "job_newest",
+        ),
+        (
+            "the home page's active jobs",
+            JobTerms {
+                teams: nlp.clone(),
+                user: Some("alice".into()),
+                active: true,
+                ..Default::default()
+            },
+            "job_active_newest",
+        ),
+    ];
+    for (what, terms, index) in cases {
+        let mut q = JobQuery {
+            terms,
+            after: None,
+            limit: 51,
+        };
+        let list = plan(&db, db.list_sql(&q).expect("a list")).await;
+        assert!(
+            list.contains(&format!("INDEX {index}")) && !list.contains("TEMP B-TREE"),
+            "{what}: the page should come from {index} in order, without a sort; plan: {list}"
+        );
+        q.after = Some((Utc::now(), "z".into()));
+        let next = plan(&db, db.list_sql(&q).expect("a list")).await;
+        assert!(
+            next.contains(&format!("INDEX {index}")) && !next.contains("TEMP B-TREE"),
+            "{what}, a later page: plan: {next}"
+        );
+        if index == "job_active_newest" {
+            let count = plan(&db, db.count_sql(&q).expect("a count")).await;
+            assert!(
+                count.contains("INDEX job_active_newest"),
+                "{what}: the count should read the active jobs' index; plan: {count}"
+            );
+        }
+    }
+}
