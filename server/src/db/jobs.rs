@@ -131,6 +131,15 @@ fn like_pattern(text: &str) -> String {
     p
 }
 
+/// `sql` with `args` bound to `$1`, `$2`, … in order (from [`Db::list_sql`] and the like).
+pub(super) fn with_args<'q>(
+    sql: &'q str,
+    args: &'q [String],
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    args.iter()
+        .fold(sqlx::query(sql), |q, a| q.bind(a.as_str()))
+}
+
 /// The `WHERE` clause of a job list and its arguments (strings; numbers are bound as text
 /// where the column is text, and written in where they are not).
 fn job_where(query: &JobQuery, with_cursor: bool, postgres: bool) -> Option<(String, Vec<String>)> {
@@ -384,11 +393,10 @@ impl Db {
         let Some((sql, args)) = self.list_sql(q) else {
             return Ok(Vec::new());
         };
-        let mut query = sqlx::query(&sql);
-        for a in &args {
-            query = query.bind(a.as_str());
-        }
-        let rows = query.fetch_all(&self.pool).await.map_err(map_err)?;
+        let rows = with_args(&sql, &args)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
         rows.iter().map(job_from_row).collect()
     }
 
@@ -397,11 +405,10 @@ impl Db {
         let Some((sql, args)) = self.count_sql(q) else {
             return Ok(0);
         };
-        let mut query = sqlx::query(&sql);
-        for a in &args {
-            query = query.bind(a.as_str());
-        }
-        let row = query.fetch_one(&self.pool).await.map_err(map_err)?;
+        let row = with_args(&sql, &args)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?;
         let n: i64 = row.try_get("n")?;
         Ok(n.max(0) as u64)
     }

@@ -234,11 +234,10 @@ async fn writes_and_only_writes_move_the_change_count() {
 /// SQLite's plan for a statement with its arguments, one line per step.
 async fn plan(db: &Db, (sql, args): (String, Vec<String>)) -> String {
     let explain = format!("EXPLAIN QUERY PLAN {sql}");
-    let mut q = sqlx::query(&explain);
-    for a in &args {
-        q = q.bind(a.as_str());
-    }
-    let rows = q.fetch_all(&db.pool).await.expect("explain");
+    let rows = super::jobs::with_args(&explain, &args)
+        .fetch_all(&db.pool)
+        .await
+        .expect("explain");
     rows.iter()
         .map(|r| sqlx::Row::try_get::<String, _>(r, "detail").expect("detail"))
         .collect::<Vec<_>>()
