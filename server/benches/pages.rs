@@ -13,6 +13,7 @@
 //! `GANTRY_BENCH_SECONDS` (default 5) and `GANTRY_BENCH_CONNECTIONS` (default 32) set the
 //! load; `GANTRY_BENCH_PAGES` (say `jobs,pools`: words of the page names) measures only those,
 //! to profile one page at a time, and `GANTRY_BENCH_PATH` adds another path (page `other`).
+//! `GANTRY_BENCH_RENDERED_ONLY=1` skips the cached figure (to profile rendering alone).
 //! `GANTRY_BENCH_LOG` is a tracing filter for the server's log on stderr: `sqlx::query=debug`
 //! lists every statement a page makes, with its time. Both servers and the load run in this
 //! process on the same cores, so the ratio, not the absolute figure, is what carries over to
@@ -25,6 +26,12 @@ use std::time::{Duration, Instant};
 use axum::response::IntoResponse;
 use gantry::config::Config;
 use gantry::startup::{leptos_options, start};
+
+/// jemalloc, as in the `gantry` binary (see server/Cargo.toml): a page render makes tens of
+/// thousands of small allocations.
+#[cfg(unix)]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -182,6 +189,7 @@ async fn run() -> anyhow::Result<()> {
     let only: Vec<String> = std::env::var("GANTRY_BENCH_PAGES")
         .map(|v| v.split(',').map(|w| w.trim().to_lowercase()).collect())
         .unwrap_or_default();
+    let rendered_only = std::env::var("GANTRY_BENCH_RENDERED_ONLY").is_ok_and(|v| v == "1");
     for ((name, path), body) in pages.iter().zip(&bodies) {
         let lower = name.to_lowercase();
         if !only.is_empty() && !only.iter().any(|w| lower.contains(w.as_str())) {
@@ -193,7 +201,11 @@ async fn run() -> anyhow::Result<()> {
         load(&client, &format!("{base}{path}"), connections, 1).await;
         load(&client, &format!("{static_base}{path}"), connections, 1).await;
         let before = running.pages.stats();
-        let (gantry, bad) = load(&client, &format!("{base}{path}"), connections, seconds).await;
+        let (gantry, bad) = if rendered_only {
+            (f64::NAN, 0)
+        } else {
+            load(&client, &format!("{base}{path}"), connections, seconds).await
+        };
         let after = running.pages.stats();
         let answered = (after.hits + after.misses) - (before.hits + before.misses);
         let cached = 100.0 * (after.hits - before.hits) as f64 / answered.max(1) as f64;

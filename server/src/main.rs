@@ -3,6 +3,12 @@
 
 use tracing_subscriber::EnvFilter;
 
+/// jemalloc (see server/Cargo.toml): a page render makes tens of thousands of small
+/// allocations, which glibc's malloc served markedly slower.
+#[cfg(unix)]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
