@@ -27,8 +27,8 @@ use axum::response::IntoResponse;
 use gantry::config::Config;
 use gantry::startup::{leptos_options, start};
 
-/// jemalloc, as in the `gantry` binary (see server/Cargo.toml): a page render makes tens of
-/// thousands of small allocations.
+/// jemalloc, as in the `gantry` binary (see server/Cargo.toml): a page render makes many small
+/// allocations.
 #[cfg(unix)]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -211,7 +211,9 @@ async fn run() -> anyhow::Result<()> {
         let cached = 100.0 * (after.hits - before.hits) as f64 / answered.max(1) as f64;
         running.pages.set_ttl(Duration::ZERO);
         load(&client, &format!("{base}{path}"), connections, 1).await;
-        let (rendered, _) = load(&client, &format!("{base}{path}"), connections, seconds).await;
+        let (rendered, bad_rendered) =
+            load(&client, &format!("{base}{path}"), connections, seconds).await;
+        let bad = bad + bad_rendered;
         running.pages.set_ttl(ttl);
         let (bare, _) = load(
             &client,

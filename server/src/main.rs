@@ -3,8 +3,8 @@
 
 use tracing_subscriber::EnvFilter;
 
-/// jemalloc (see server/Cargo.toml): a page render makes tens of thousands of small
-/// allocations, which glibc's malloc served markedly slower.
+/// jemalloc (see server/Cargo.toml): a page render makes many small allocations,
+/// which glibc's malloc served markedly slower.
 #[cfg(unix)]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
