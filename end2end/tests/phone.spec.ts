@@ -19,7 +19,10 @@ for (const [user, paths] of Object.entries(PAGES)) {
     await cancelEverything(baseURL!);
     const alice = await apiAs(baseURL!, "alice");
     const carol = await apiAs(baseURL!, "carol");
-    const job = await launch(alice, { template: "llama-3.1-8b-fsdp", gpus: 16, pool: "hgx-h100", name: "e2e-phone" });
+    const job = await launch(alice, { template: "llama-3.1-8b-fsdp", gpus: 16, pool: "hgx-h100", name: "e2e-phone",
+      // A long value, as a real dataset path is: it must wrap in its panel, not run past it.
+      params: { dataset: "s3://ml-datasets/instruct/v3/shards/customer-support-multilingual/train-00000-of-00064.parquet" },
+    });
     expect((await carol.post("/api/v1/sim/advance", { data: { seconds: 600 } })).ok()).toBeTruthy();
     await signIn(page, user);
     await page.setViewportSize(PHONE);
@@ -46,6 +49,13 @@ for (const [user, paths] of Object.entries(PAGES)) {
           .map((p) => `${(p as HTMLElement).className}: ${p.scrollWidth} px in ${p.clientWidth} px`),
       );
       expect(cut, `${path} as ${user}: panels wider than their box`).toEqual([]);
+      if (p === "JOB") {
+        const params = await page.getByTestId("job-params").evaluate((t) => ({
+          table: t.scrollWidth,
+          panel: t.closest(".panel")!.clientWidth,
+        }));
+        expect(params.table, `${path} as ${user}: the parameters table fits its panel`).toBeLessThanOrEqual(params.panel);
+      }
       if (path.startsWith("/launch/")) {
         const fit = (await page.getByTestId("fit-line").boundingBox())!;
         expect(fit.x + fit.width, "the fit line is in view").toBeLessThanOrEqual(PHONE.width);

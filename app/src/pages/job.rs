@@ -176,7 +176,7 @@ fn JobBody(page: JobPage) -> impl IntoView {
             </section>
             <section class="panel">
                 <h2>"Parameters"</h2>
-                <table class="table compact">
+                <table class="table compact job-params" data-testid="job-params">
                     <tbody>
                         {job
                             .params
