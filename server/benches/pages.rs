@@ -208,7 +208,12 @@ async fn run() -> anyhow::Result<()> {
         };
         let after = running.pages.stats();
         let answered = (after.hits + after.misses) - (before.hits + before.misses);
-        let cached = 100.0 * (after.hits - before.hits) as f64 / answered.max(1) as f64;
+        // No figure (not 0 %) when the cached load was skipped.
+        let cached = if answered == 0 {
+            f64::NAN
+        } else {
+            100.0 * (after.hits - before.hits) as f64 / answered as f64
+        };
         running.pages.set_ttl(Duration::ZERO);
         load(&client, &format!("{base}{path}"), connections, 1).await;
         let (rendered, bad_rendered) =
