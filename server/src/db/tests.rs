@@ -220,7 +220,13 @@ async fn writes_and_only_writes_move_the_change_count() {
     assert!(reader.get_viewer("alice").await.unwrap().is_some());
     reader.sim_clock().await.unwrap();
     assert_eq!(db.changes(), c0, "reads move nothing");
+    // The sim's clock is saved for a restart; no page reads it from here.
     reader.save_sim_clock(Utc::now()).await.unwrap();
+    assert_eq!(db.changes(), c0, "saving the sim clock is not a change");
+    reader
+        .insert_team("vision", "Vision", Utc::now())
+        .await
+        .unwrap();
     assert_eq!(
         db.changes(),
         c0 + 1,
