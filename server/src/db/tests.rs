@@ -207,7 +207,7 @@ async fn the_list_query_and_the_live_rule_agree_on_postgres() {
 }
 
 /// [`Db::changes`] (what the page cache checks) moves with each completed write, a single
-/// statement or a commit, and never with a read.
+/// statement or a commit, and never with a read, nor with the sim saving its clock.
 #[tokio::test]
 async fn writes_and_only_writes_move_the_change_count() {
     let t = TestDb::sqlite();
