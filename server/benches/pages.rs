@@ -12,7 +12,9 @@
 //!
 //! `GANTRY_BENCH_SECONDS` (default 5) and `GANTRY_BENCH_CONNECTIONS` (default 32) set the
 //! load; `GANTRY_BENCH_PAGES` (say `jobs,pools`: words of the page names) measures only those,
-//! to profile one page at a time, and `GANTRY_BENCH_PATH` adds another path (page `other`).
+//! to profile one page at a time, and `GANTRY_BENCH_PATH` adds another path (page `other`):
+//! `/api/v1/jobs?limit=50` is the Jobs page's data (its three statements and JSON) without the
+//! page, which tells the database's share of a rendered Jobs page from Leptos's.
 //! `GANTRY_BENCH_RENDERED_ONLY=1` skips the cached figure (to profile rendering alone).
 //! `GANTRY_BENCH_LOG` is a tracing filter for the server's log on stderr: `sqlx::query=debug`
 //! lists every statement a page makes, with its time. Both servers and the load run in this
@@ -163,8 +165,10 @@ async fn run() -> anyhow::Result<()> {
     let mut router = axum::Router::new();
     for ((_, path), body) in pages.iter().zip(&bodies) {
         let body = body.clone();
+        // A route is a path: a query string (`/api/v1/jobs?limit=50`) is not part of it.
+        let route = path.split('?').next().unwrap_or(path);
         router = router.route(
-            path,
+            route,
             axum::routing::get(move || {
                 let body = body.clone();
                 async move { ([("content-type", "text/html; charset=utf-8")], body).into_response() }
