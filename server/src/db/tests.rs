@@ -311,3 +311,17 @@ async fn the_lists_read_a_page_from_an_index_in_their_order_on_sqlite() {
         }
     }
 }
+
+/// The usage recorder's look for intervals without a utilization figure, about once a second,
+/// reads the partial index of those few instead of every interval recorded.
+#[tokio::test]
+async fn the_recorder_reads_unchecked_intervals_from_their_index_on_sqlite() {
+    let t = TestDb::sqlite();
+    let db = Db::connect(&t.url, 2).await.expect("connect");
+    let sql = super::usage::INTERVALS_WITHOUT_UTIL.to_string();
+    let got = plan(&db, (sql, vec!["100".into()])).await;
+    assert!(
+        got.contains("INDEX job_interval_unchecked") && !got.contains("TEMP B-TREE"),
+        "plan: {got}"
+    );
+}

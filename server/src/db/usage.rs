@@ -2,6 +2,11 @@
 
 use super::*;
 
+/// What [`Db::intervals_without_util`] runs, from the partial index `job_interval_unchecked`.
+pub(super) const INTERVALS_WITHOUT_UTIL: &str =
+    "SELECT interval_id, job_id, team_id, gpus, start_ms, end_ms FROM job_interval \
+     WHERE end_ms IS NOT NULL AND util_checked = 0 ORDER BY end_ms LIMIT $1";
+
 /// GPU accounting in the same transaction as the state change: admission opens a run
 /// interval, leaving the GPUs (preempted back to the queue, or finished) closes it. A job
 /// cancelled while queued never had one, so it counts nothing.
@@ -528,14 +533,11 @@ impl Db {
             DateTime<Utc>,
         )>,
     > {
-        let rows = sqlx::query(
-            "SELECT interval_id, job_id, team_id, gpus, start_ms, end_ms FROM job_interval \
-             WHERE end_ms IS NOT NULL AND util_checked = 0 ORDER BY end_ms LIMIT $1",
-        )
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(map_err)?;
+        let rows = sqlx::query(INTERVALS_WITHOUT_UTIL)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
         rows.iter()
             .map(|r| {
                 let start = from_ms(r.try_get("start_ms")?);
