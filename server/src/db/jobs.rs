@@ -74,6 +74,84 @@ pub(super) fn job_from_row(r: &AnyRow) -> Result<JobRow> {
     })
 }
 
+/// The columns of a list row: all of [`JOB_COLUMNS`] but `params` and `request_body`, which
+/// only a job's own page and a repeated launch read.
+const LIST_COLUMNS: [&str; 19] = [
+    "job_id",
+    "name",
+    "template_id",
+    "template_version",
+    "team_id",
+    "user_id",
+    "pool_id",
+    "gpus",
+    "priority",
+    "state",
+    "max_runtime_s",
+    "node_names",
+    "created_at",
+    "admitted_at",
+    "finished_at",
+    "sent_at",
+    "cloned_from",
+    "failure",
+    "logs_kept_at",
+];
+
+/// A list row as the database writes it in JSON ([`Db::list_sql`]): the [`LIST_COLUMNS`] by
+/// name, as they are stored (the JSON columns as text).
+#[derive(serde::Deserialize)]
+struct ListRow {
+    job_id: String,
+    name: String,
+    template_id: String,
+    template_version: i64,
+    team_id: String,
+    user_id: String,
+    pool_id: String,
+    gpus: i64,
+    priority: String,
+    state: String,
+    max_runtime_s: i64,
+    node_names: String,
+    created_at: i64,
+    admitted_at: Option<i64>,
+    finished_at: Option<i64>,
+    sent_at: Option<i64>,
+    cloned_from: Option<String>,
+    failure: Option<String>,
+    logs_kept_at: Option<i64>,
+}
+
+impl ListRow {
+    /// The stored job, without `params` (empty) and `request_body` (`None`).
+    fn into_job(self) -> Result<JobRow> {
+        Ok(JobRow {
+            id: self.job_id,
+            name: self.name,
+            template: self.template_id,
+            template_version: self.template_version as u32,
+            team: self.team_id,
+            user: self.user_id,
+            pool: self.pool_id,
+            gpus: self.gpus as u32,
+            priority: Priority::parse(&self.priority).unwrap_or_default(),
+            state: JobState::parse(&self.state).unwrap_or(JobState::Failed),
+            params: Map::new(),
+            max_runtime_s: self.max_runtime_s as u64,
+            node_names: serde_json::from_str(&self.node_names)?,
+            request_body: None,
+            created_at: from_ms(self.created_at),
+            admitted_at: self.admitted_at.map(from_ms),
+            finished_at: self.finished_at.map(from_ms),
+            sent_at: self.sent_at.map(from_ms),
+            cloned_from: self.cloned_from,
+            failure: self.failure.map(|f| serde_json::from_str(&f)).transpose()?,
+            logs_kept_at: self.logs_kept_at.map(from_ms),
+        })
+    }
+}
+
 /// A new job to store.
 pub struct NewJob<'a> {
     pub id: &'a str,
@@ -373,12 +451,31 @@ impl Db {
     }
 
     /// The statement [`Db::list_jobs`] runs and its arguments; `None` when `q` selects nothing.
+    ///
+    /// The page comes back as one JSON array in one row (`page`), its rows as objects of the
+    /// [`LIST_COLUMNS`], instead of a row per job: sqlx hands rows over one at a time from its
+    /// SQLite thread and copies every value again into its `Any` row, which took most of a
+    /// 50-row page's time (about 10 µs a row, against a few µs for SQLite to read the index).
     pub(super) fn list_sql(&self, q: &JobQuery) -> Option<(String, Vec<String>)> {
         let (filter, args) = job_where(q, true, self.postgres)?;
-        let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM job{filter} ORDER BY created_at DESC, job_id DESC LIMIT {}",
+        let fields = LIST_COLUMNS
+            .iter()
+            .map(|c| format!("'{c}', {c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let order = "ORDER BY created_at DESC, job_id DESC";
+        let page = format!(
+            "SELECT {} FROM job{filter} {order} LIMIT {}",
+            LIST_COLUMNS.join(", "),
             q.limit.clamp(1, 1000)
         );
+        // The aggregate keeps the page's order only when told (an `ORDER BY` inside it).
+        let sql = if self.postgres {
+            // json_agg of no rows is NULL, not an empty array.
+            format!("SELECT COALESCE(json_agg(json_build_object({fields}) {order})::text, '[]') AS page FROM ({page}) AS p")
+        } else {
+            format!("SELECT json_group_array(json_object({fields}) {order}) AS page FROM ({page})")
+        };
         Some((sql, args))
     }
 
@@ -388,16 +485,20 @@ impl Db {
         Some((format!("SELECT COUNT(*) AS n FROM job{filter}"), args))
     }
 
-    /// A page of jobs, newest first (submission time, then id), as `q` selects.
+    /// A page of jobs, newest first (submission time, then id), as `q` selects. A list shows
+    /// neither a job's parameters nor its launch request: its rows have empty `params` and no
+    /// `request_body` ([`Db::get_job`] has them).
     pub async fn list_jobs(&self, q: &JobQuery) -> Result<Vec<JobRow>> {
         let Some((sql, args)) = self.list_sql(q) else {
             return Ok(Vec::new());
         };
-        let rows = with_args(&sql, &args)
-            .fetch_all(&self.pool)
+        let row = with_args(&sql, &args)
+            .fetch_one(&self.pool)
             .await
             .map_err(map_err)?;
-        rows.iter().map(job_from_row).collect()
+        let page: String = row.try_get("page")?;
+        let rows: Vec<ListRow> = serde_json::from_str(&page)?;
+        rows.into_iter().map(ListRow::into_job).collect()
     }
 
     /// How many jobs `q`'s filters select, on every page.
