@@ -42,36 +42,30 @@ pub struct JobRow {
 pub(super) const JOB_COLUMNS: &str = "job_id, name, template_id, template_version, team_id, user_id, pool_id, gpus, priority, state, params, max_runtime_s, node_names, request_body, created_at, admitted_at, finished_at, sent_at, cloned_from, failure, logs_kept_at";
 
 pub(super) fn job_from_row(r: &AnyRow) -> Result<JobRow> {
-    let state: String = r.try_get("state")?;
-    let priority: String = r.try_get("priority")?;
-    let params: String = r.try_get("params")?;
-    let nodes: String = r.try_get("node_names")?;
-    Ok(JobRow {
-        id: r.try_get("job_id")?,
+    StoredJob {
+        job_id: r.try_get("job_id")?,
         name: r.try_get("name")?,
-        template: r.try_get("template_id")?,
-        template_version: r.try_get::<i64, _>("template_version")? as u32,
-        team: r.try_get("team_id")?,
-        user: r.try_get("user_id")?,
-        pool: r.try_get("pool_id")?,
-        gpus: r.try_get::<i64, _>("gpus")? as u32,
-        priority: Priority::parse(&priority).unwrap_or_default(),
-        state: JobState::parse(&state).unwrap_or(JobState::Failed),
-        params: serde_json::from_str(&params)?,
-        max_runtime_s: r.try_get::<i64, _>("max_runtime_s")? as u64,
-        node_names: serde_json::from_str(&nodes)?,
+        template_id: r.try_get("template_id")?,
+        template_version: r.try_get("template_version")?,
+        team_id: r.try_get("team_id")?,
+        user_id: r.try_get("user_id")?,
+        pool_id: r.try_get("pool_id")?,
+        gpus: r.try_get("gpus")?,
+        priority: r.try_get("priority")?,
+        state: r.try_get("state")?,
+        params: Some(r.try_get("params")?),
+        max_runtime_s: r.try_get("max_runtime_s")?,
+        node_names: r.try_get("node_names")?,
         request_body: r.try_get("request_body")?,
-        created_at: from_ms(r.try_get("created_at")?),
-        admitted_at: r.try_get::<Option<i64>, _>("admitted_at")?.map(from_ms),
-        finished_at: r.try_get::<Option<i64>, _>("finished_at")?.map(from_ms),
-        sent_at: r.try_get::<Option<i64>, _>("sent_at")?.map(from_ms),
+        created_at: r.try_get("created_at")?,
+        admitted_at: r.try_get("admitted_at")?,
+        finished_at: r.try_get("finished_at")?,
+        sent_at: r.try_get("sent_at")?,
         cloned_from: r.try_get("cloned_from")?,
-        failure: r
-            .try_get::<Option<String>, _>("failure")?
-            .map(|f| serde_json::from_str(&f))
-            .transpose()?,
-        logs_kept_at: r.try_get::<Option<i64>, _>("logs_kept_at")?.map(from_ms),
-    })
+        failure: r.try_get("failure")?,
+        logs_kept_at: r.try_get("logs_kept_at")?,
+    }
+    .into_job()
 }
 
 /// The columns of a list row: all of [`JOB_COLUMNS`] but `params` and `request_body`, which
@@ -98,10 +92,11 @@ const LIST_COLUMNS: [&str; 19] = [
     "logs_kept_at",
 ];
 
-/// A list row as the database writes it in JSON ([`Db::list_sql`]): the [`LIST_COLUMNS`] by
-/// name, as they are stored (the JSON columns as text).
+/// A job's columns as stored (times in ms, the JSON columns as text), read from a row
+/// ([`job_from_row`]) or from the JSON array a list comes in ([`Db::list_sql`], without
+/// `params` and `request_body`).
 #[derive(serde::Deserialize)]
-struct ListRow {
+struct StoredJob {
     job_id: String,
     name: String,
     template_id: String,
@@ -112,8 +107,12 @@ struct ListRow {
     gpus: i64,
     priority: String,
     state: String,
+    #[serde(default)]
+    params: Option<String>,
     max_runtime_s: i64,
     node_names: String,
+    #[serde(default)]
+    request_body: Option<String>,
     created_at: i64,
     admitted_at: Option<i64>,
     finished_at: Option<i64>,
@@ -123,8 +122,8 @@ struct ListRow {
     logs_kept_at: Option<i64>,
 }
 
-impl ListRow {
-    /// The stored job, without `params` (empty) and `request_body` (`None`).
+impl StoredJob {
+    /// The job; a list's row has empty `params` and no `request_body`.
     fn into_job(self) -> Result<JobRow> {
         Ok(JobRow {
             id: self.job_id,
@@ -137,10 +136,13 @@ impl ListRow {
             gpus: self.gpus as u32,
             priority: Priority::parse(&self.priority).unwrap_or_default(),
             state: JobState::parse(&self.state).unwrap_or(JobState::Failed),
-            params: Map::new(),
+            params: match self.params {
+                Some(p) => serde_json::from_str(&p)?,
+                None => Map::new(),
+            },
             max_runtime_s: self.max_runtime_s as u64,
             node_names: serde_json::from_str(&self.node_names)?,
-            request_body: None,
+            request_body: self.request_body,
             created_at: from_ms(self.created_at),
             admitted_at: self.admitted_at.map(from_ms),
             finished_at: self.finished_at.map(from_ms),
@@ -497,8 +499,8 @@ impl Db {
             .await
             .map_err(map_err)?;
         let page: String = row.try_get("page")?;
-        let rows: Vec<ListRow> = serde_json::from_str(&page)?;
-        rows.into_iter().map(ListRow::into_job).collect()
+        let rows: Vec<StoredJob> = serde_json::from_str(&page)?;
+        rows.into_iter().map(StoredJob::into_job).collect()
     }
 
     /// How many jobs `q`'s filters select, on every page.
