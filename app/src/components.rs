@@ -51,7 +51,7 @@ pub fn StateBadge(state: JobState) -> impl IntoView {
         JobState::Cancelled => "⊘",
     };
     view! {
-        <span class=format!("badge state-{}", state.as_str()) data-state=state.as_str()>
+        <span class=state.badge_class() data-state=state.as_str()>
             <span aria-hidden="true">{icon}</span>
             " "
             {state.as_str()}
@@ -67,23 +67,50 @@ pub fn Ago(now: DateTime<Utc>, at: DateTime<Utc>) -> impl IntoView {
 
 /// Where a job stands in a few words: "#2 in queue", "running 3.2 h", "finished 5 min ago".
 pub fn progress_text(job: &Job, now: DateTime<Utc>) -> String {
-    match job.state {
-        JobState::Queued => match job.queue_position {
-            Some(p) => format!(
-                "#{p} in queue · waiting {}",
-                format::since(now, job.created_at)
-            ),
-            None => format!("queued · waiting {}", format::since(now, job.created_at)),
-        },
-        JobState::Admitted => "admitted · starting".to_string(),
-        JobState::Running => match job.admitted_at {
-            Some(t) => format!("running {}", format::since(now, t)),
-            None => "running".to_string(),
-        },
-        _ => match (job.admitted_at, job.finished_at) {
-            (Some(a), Some(f)) => format!("ran {}", format::since(f, a)),
-            _ => "never ran".to_string(),
-        },
+    Progress::of(job).text(now)
+}
+
+/// What [`progress_text`] reads of a job: a list row keeps this small copy for its clock
+/// instead of the whole job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    state: JobState,
+    queue_position: Option<u32>,
+    created_at: DateTime<Utc>,
+    admitted_at: Option<DateTime<Utc>>,
+    finished_at: Option<DateTime<Utc>>,
+}
+
+impl Progress {
+    pub fn of(job: &Job) -> Progress {
+        Progress {
+            state: job.state,
+            queue_position: job.queue_position,
+            created_at: job.created_at,
+            admitted_at: job.admitted_at,
+            finished_at: job.finished_at,
+        }
+    }
+
+    pub fn text(self, now: DateTime<Utc>) -> String {
+        match self.state {
+            JobState::Queued => match self.queue_position {
+                Some(p) => format!(
+                    "#{p} in queue · waiting {}",
+                    format::since(now, self.created_at)
+                ),
+                None => format!("queued · waiting {}", format::since(now, self.created_at)),
+            },
+            JobState::Admitted => "admitted · starting".to_string(),
+            JobState::Running => match self.admitted_at {
+                Some(t) => format!("running {}", format::since(now, t)),
+                None => "running".to_string(),
+            },
+            _ => match (self.admitted_at, self.finished_at) {
+                (Some(a), Some(f)) => format!("ran {}", format::since(f, a)),
+                _ => "never ran".to_string(),
+            },
+        }
     }
 }
 

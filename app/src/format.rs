@@ -47,8 +47,20 @@ pub fn ago(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
 }
 
 /// The absolute time for tooltips and timelines: "2026-11-29 14:20:05 UTC".
+///
+/// Written field by field: chrono's `format("%Y-%m-%d …")` parses its pattern again on every
+/// call, and a Jobs page writes this for each of its rows.
 pub fn absolute(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+    use chrono::{Datelike, Timelike};
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
+        t.year(),
+        t.month(),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
 }
 
 /// A max runtime in hours for the form: 3600 → "1", 5400 → "1.5".
@@ -113,6 +125,28 @@ pub fn query_value(v: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// chrono's own formatting is the reference, over times spread across 1970–2200
+    /// (leap days, the ends of months and years, every second of a minute).
+    #[test]
+    fn absolute_times_read_as_chrono_formats_them() {
+        let mut secs: i64 = 0;
+        let mut checked = 0;
+        while secs < 7_258_118_400 {
+            let t = DateTime::<Utc>::from_timestamp(secs, 123_456_789).expect("in range");
+            assert_eq!(
+                absolute(t),
+                t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+                "{secs}"
+            );
+            checked += 1;
+            // A step that is not a whole number of minutes, hours or days.
+            secs += 86_400 * 3 + 3_607 * 5 + 13;
+        }
+        assert!(checked > 25_000, "{checked}");
+        let leap = DateTime::parse_from_rfc3339("2024-02-29T23:59:59Z").unwrap();
+        assert_eq!(absolute(leap.to_utc()), "2024-02-29 23:59:59 UTC");
+    }
 
     #[test]
     fn thousands_are_grouped() {

@@ -361,7 +361,7 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         None => None,
     };
 
-    let state = AppState {
+    let state = AppState::new(crate::http::state::AppParts {
         portal: portal.clone(),
         config: config.clone(),
         oidc,
@@ -372,7 +372,7 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         pages: Arc::new(crate::http::page_cache::PageCache::new(
             Duration::from_millis(config.server.page_cache_ms),
         )),
-    };
+    });
 
     let assets = state.assets.clone();
     let pages = state.pages.clone();

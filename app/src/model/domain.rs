@@ -42,6 +42,18 @@ impl JobState {
         }
     }
 
+    /// The badge's classes: "badge state-queued".
+    pub fn badge_class(self) -> &'static str {
+        match self {
+            JobState::Queued => "badge state-queued",
+            JobState::Admitted => "badge state-admitted",
+            JobState::Running => "badge state-running",
+            JobState::Succeeded => "badge state-succeeded",
+            JobState::Failed => "badge state-failed",
+            JobState::Cancelled => "badge state-cancelled",
+        }
+    }
+
     pub fn parse(s: &str) -> Option<JobState> {
         JobState::ALL.into_iter().find(|st| st.as_str() == s)
     }
@@ -381,6 +393,13 @@ pub fn exit_code_meaning(code: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_badge_class_names_its_state() {
+        for s in JobState::ALL {
+            assert_eq!(s.badge_class(), format!("badge state-{}", s.as_str()));
+        }
+    }
 
     #[test]
     fn days_bound_whole_utc_days() {

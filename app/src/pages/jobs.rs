@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use crate::app::{use_viewer, Authed};
-use crate::components::{loaded, progress_text, Ago, PageError, StateBadge};
+use crate::components::{loaded, Ago, PageError, Progress, StateBadge};
 use crate::format;
 use crate::functions::{list_jobs, list_pools, JobsPageQuery};
 use crate::live::{throttle, use_live};
@@ -308,20 +308,11 @@ fn JobTable(
                     each=move || list.with(|l| l.jobs.clone())
                     key=row_key
                     children=move |j: Job| {
-                        let created = j.created_at;
-                        let state = j.state;
                         let cancel = cancel_button(&j);
-                        let (id, name, template, user, pool, gpus) = (
-                            j.id.clone(),
-                            j.name.clone(),
-                            j.template.clone(),
-                            j.user.clone(),
-                            j.pool.clone(),
-                            j.gpus,
-                        );
-                        let team = show_team.then(|| j.team.clone());
-                        // The row's job moves into the one closure that reads it again.
-                        let progress = move || progress_text(&j, live.now_or(page_now));
+                        let progress = Progress::of(&j);
+                        // The row's own copy of the job: its fields move into the view.
+                        let Job { id, name, template, user, team, pool, gpus, state, created_at, .. } = j;
+                        let team = show_team.then_some(team);
                         view! {
                             <tr data-testid=format!("job-row-{id}") data-state=state.as_str()>
                                 <td><StateBadge state=state/></td>
@@ -331,8 +322,8 @@ fn JobTable(
                                 {team.map(|t| view! { <td data-testid="job-team">{t}</td> })}
                                 <td class="num">{format::gpus_nodes(gpus)}</td>
                                 <td>{pool}</td>
-                                <td class="num">{progress}</td>
-                                <td>{move || view! { <Ago now=live.now_or(page_now) at=created/> }}</td>
+                                <td class="num">{move || progress.text(live.now_or(page_now))}</td>
+                                <td>{move || view! { <Ago now=live.now_or(page_now) at=created_at/> }}</td>
                                 <td>{cancel}</td>
                             </tr>
                         }

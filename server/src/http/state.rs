@@ -9,14 +9,32 @@ use crate::config::Config;
 use crate::http::session_store::DbSessionStore;
 use crate::service::Portal;
 
-/// Everything a handler can reach.
+/// Everything a handler can reach, behind one `Arc`: axum clones the state for every
+/// extractor and stateful layer of every request (several per page), and one count is
+/// cheaper to copy and drop than one per part.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<AppParts>);
+
+impl AppState {
+    pub fn new(parts: AppParts) -> AppState {
+        AppState(Arc::new(parts))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = AppParts;
+
+    fn deref(&self) -> &AppParts {
+        &self.0
+    }
+}
+
+/// What an [`AppState`] holds.
+pub struct AppParts {
     pub portal: Arc<Portal>,
     pub config: Arc<Config>,
     /// Single sign-on, when `[auth.oidc]` is configured.
     pub oidc: Option<Arc<crate::http::oidc::Oidc>>,
-    /// Shared: a state is cloned for every extractor and stateful layer of every request.
     pub leptos_options: Arc<LeptosOptions>,
     /// The session store, to ask again whether a long-lived request's session still holds.
     pub sessions: DbSessionStore,
