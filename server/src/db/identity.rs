@@ -85,39 +85,26 @@ impl Db {
 
     /// The user and their memberships, in one query (every page and API call asks).
     pub async fn get_viewer(&self, user: &str) -> Result<Option<Viewer>> {
-        let rows = sqlx::query(
-            "SELECT u.user_id, u.display_name, u.is_admin, m.team_id, m.role \
-             FROM app_user u LEFT JOIN membership m ON m.user_id = u.user_id \
-             WHERE u.user_id = $1 ORDER BY m.team_id",
-        )
+        let rows = sqlx::query(&format!(
+            "{VIEWER_ROWS} WHERE u.user_id = $1 ORDER BY m.team_id"
+        ))
         .bind(user)
         .fetch_all(&self.pool)
         .await
         .map_err(map_err)?;
-        let Some(first) = rows.first() else {
-            return Ok(None);
-        };
-        let mut teams = Vec::new();
-        for r in &rows {
-            let Some(team) = r.try_get::<Option<String>, _>("team_id")? else {
-                continue;
-            };
-            let role: String = r.try_get("role")?;
-            teams.push(Membership {
-                team,
-                role: if role == "lead" {
-                    Role::Lead
-                } else {
-                    Role::Member
-                },
-            });
-        }
-        Ok(Some(Viewer {
-            user: first.try_get("user_id")?,
-            display_name: first.try_get("display_name")?,
-            teams,
-            is_admin: first.try_get::<i64, _>("is_admin")? != 0,
-        }))
+        Ok(viewers(&rows)?.pop())
+    }
+
+    /// Every user as a viewer, in one statement (the dev sign-in page lists them): plain
+    /// users first, then by id.
+    pub async fn list_viewers(&self) -> Result<Vec<Viewer>> {
+        let rows = sqlx::query(&format!(
+            "{VIEWER_ROWS} ORDER BY u.is_admin, u.user_id, m.team_id"
+        ))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(map_err)?;
+        viewers(&rows)
     }
 
     /// Records a sign-in through an OpenID provider: the user for `(issuer, subject)` is
@@ -272,12 +259,39 @@ impl Db {
             .map_err(map_err)?;
         Ok(())
     }
+}
 
-    pub async fn list_user_ids(&self) -> Result<Vec<String>> {
-        let rows = sqlx::query("SELECT user_id FROM app_user ORDER BY is_admin, user_id")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(map_err)?;
-        rows.iter().map(|r| Ok(r.try_get("user_id")?)).collect()
+/// A user with their memberships, one row per membership (or one with no team).
+const VIEWER_ROWS: &str = "SELECT u.user_id, u.display_name, u.is_admin, m.team_id, m.role \
+     FROM app_user u LEFT JOIN membership m ON m.user_id = u.user_id";
+
+/// Viewers from [`VIEWER_ROWS`] ordered by user: each user's rows are consecutive.
+fn viewers(rows: &[sqlx::any::AnyRow]) -> Result<Vec<Viewer>> {
+    let mut out: Vec<Viewer> = Vec::new();
+    for r in rows {
+        let user: String = r.try_get("user_id")?;
+        if out.last().is_none_or(|v| v.user != user) {
+            out.push(Viewer {
+                user,
+                display_name: r.try_get("display_name")?,
+                teams: Vec::new(),
+                is_admin: r.try_get::<i64, _>("is_admin")? != 0,
+            });
+        }
+        let Some(team) = r.try_get::<Option<String>, _>("team_id")? else {
+            continue;
+        };
+        let role: String = r.try_get("role")?;
+        if let Some(v) = out.last_mut() {
+            v.teams.push(Membership {
+                team,
+                role: if role == "lead" {
+                    Role::Lead
+                } else {
+                    Role::Member
+                },
+            });
+        }
     }
+    Ok(out)
 }

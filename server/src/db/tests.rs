@@ -349,6 +349,56 @@ async fn list_rows_are_the_stored_jobs_on_postgres() {
     db.drop_database().await;
 }
 
+/// The dev sign-in page's list of every user, read in one statement, is what asking for each
+/// user gives, for every user there is and in the order the page shows them.
+async fn the_viewer_list_is_each_viewer(t: &TestDb) {
+    let db = Db::connect(&t.url, 2).await.expect("connect");
+    let now = Utc::now();
+    crate::seed::seed_catalog(&db, now).await.unwrap();
+    // Someone in two teams as their lead, someone in none, a name JSON and SQL must quote.
+    db.insert_user("zed", "Zed \"Z\" Ölund", false, now)
+        .await
+        .unwrap();
+    db.insert_user("nobody", "No Team", false, now)
+        .await
+        .unwrap();
+    let teams = db.team_ids().await.unwrap();
+    assert!(teams.len() >= 2, "{teams:?}");
+    for team in &teams[..2] {
+        db.insert_membership("zed", team, app::model::domain::Role::Lead)
+            .await
+            .unwrap();
+    }
+    let ids: Vec<String> =
+        sqlx::query_scalar("SELECT user_id FROM app_user ORDER BY is_admin, user_id")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    let mut each = Vec::new();
+    for id in &ids {
+        each.push(db.get_viewer(id).await.unwrap().expect("a stored user"));
+    }
+    let listed = db.list_viewers().await.unwrap();
+    assert_eq!(listed, each);
+    let zed = listed.iter().find(|v| v.user == "zed").expect("zed");
+    assert_eq!(zed.teams.len(), 2, "{zed:?}");
+    let nobody = listed.iter().find(|v| v.user == "nobody").expect("nobody");
+    assert!(nobody.teams.is_empty(), "{nobody:?}");
+    assert!(listed.iter().any(|v| v.is_admin) && listed.iter().any(|v| v.teams.len() == 1));
+}
+
+#[tokio::test]
+async fn the_viewer_list_is_each_viewer_on_sqlite() {
+    the_viewer_list_is_each_viewer(&TestDb::sqlite()).await;
+}
+
+#[tokio::test]
+async fn the_viewer_list_is_each_viewer_on_postgres() {
+    let db = TestDb::postgres().await;
+    the_viewer_list_is_each_viewer(&db).await;
+    db.drop_database().await;
+}
+
 /// [`Db::changes`] (what the page cache checks) moves with each completed write, a single
 /// statement or a commit, and never with a read, nor with the sim saving its clock.
 #[tokio::test]
@@ -359,7 +409,7 @@ async fn writes_and_only_writes_move_the_change_count() {
     let c0 = db.changes();
     assert!(c0 > 0, "seeding the catalog wrote");
     let reader = db.clone();
-    assert!(!reader.list_user_ids().await.unwrap().is_empty());
+    assert!(!reader.list_viewers().await.unwrap().is_empty());
     assert!(reader.get_viewer("alice").await.unwrap().is_some());
     reader.sim_clock().await.unwrap();
     assert_eq!(db.changes(), c0, "reads move nothing");

@@ -150,14 +150,11 @@ impl Portal {
         &self,
         parts: &http::request::Parts,
     ) -> Result<SignInOptions, Error> {
-        let mut demo_users = Vec::new();
-        if self.dev_login {
-            for id in self.db.list_user_ids().await? {
-                if let Some(v) = self.db.get_viewer(&id).await? {
-                    demo_users.push(v);
-                }
-            }
-        }
+        let demo_users = if self.dev_login {
+            self.db.list_viewers().await?
+        } else {
+            Vec::new()
+        };
         let ended = match parts.extensions.get::<tower_sessions::Session>() {
             Some(s) => session::session_ended(s).await,
             None => None,
