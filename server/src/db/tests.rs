@@ -355,7 +355,7 @@ async fn the_viewer_list_is_each_viewer(t: &TestDb) {
     let db = Db::connect(&t.url, 2).await.expect("connect");
     let now = Utc::now();
     crate::seed::seed_catalog(&db, now).await.unwrap();
-    // Someone in two teams as their lead, someone in none, a name JSON and SQL must quote.
+    // Someone in two teams as their lead, someone in none, a name with quotes and an Ö.
     db.insert_user("zed", "Zed \"Z\" Ölund", false, now)
         .await
         .unwrap();
