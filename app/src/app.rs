@@ -1,7 +1,7 @@
 //! The document shell, the router and the frame every page shares (navigation, sign-in gate).
 
 use leptos::prelude::*;
-use leptos_meta::{provide_meta_context, HashedStylesheet, MetaTags, Title};
+use leptos_meta::{provide_meta_context, MetaTags, Title};
 use leptos_router::{
     components::{Route, Router, Routes, A},
     path, SsrMode,
@@ -25,10 +25,11 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <meta name="color-scheme" content="light dark"/>
                 <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
-                // Under its content-hashed name (hash-files), so it is cached as immutable.
-                <HashedStylesheet options=options.clone() id="leptos"/>
+                // Under their content-hashed names (hash-files), so they are cached as
+                // immutable; the names are read once, when the server starts (`site`).
+                <crate::site::Stylesheet options=options.clone()/>
                 <AutoReload options=options.clone()/>
-                <HydrationScripts options/>
+                <crate::site::Scripts options/>
                 <MetaTags/>
             </head>
             <body>

@@ -9,6 +9,7 @@ pub mod functions;
 pub mod live;
 pub mod model;
 pub mod pages;
+pub mod site;
 
 #[cfg(feature = "ssr")]
 pub mod backend;

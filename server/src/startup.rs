@@ -435,8 +435,11 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
             .route("/auth/login", get(crate::http::auth::oidc_login))
             .route("/auth/callback", get(crate::http::auth::oidc_callback));
     }
+    // The site's file names, read from the build's hash file once rather than on every page.
+    let site_files = app::site::SiteFiles::read(&leptos_options);
     let page_context = move || {
         provide_context(backend.clone());
+        provide_context(site_files.clone());
         page_security_policy();
     };
     let app = app
@@ -656,4 +659,79 @@ async fn seed_jobs(portal: &Portal) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use app::site::{Scripts, SiteFiles, Stylesheet};
+    use leptos::prelude::*;
+    use leptos_meta::HashedStylesheet;
+
+    /// Gantry writes the site's files into each page's head as Leptos's own `HashedStylesheet`
+    /// and `HydrationScripts` do, from names read once: the same HTML, byte for byte, with the
+    /// build's hash file and without, with a response nonce and without. A change in how
+    /// Leptos writes them (a new version) fails here, not in a browser that cannot hydrate.
+    #[test]
+    fn the_site_head_is_what_leptos_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let hash_file = dir.path().join("hash.txt");
+        // As cargo-leptos 0.3.10 writes it (compile/hash.rs).
+        std::fs::write(
+            &hash_file,
+            "js: 3ffq1Jw2Qm0Qb9nL8xZ0mA\nwasm: b7Yk2LqWmC0v9RtX1pZ3sw\ncss: Vd9pQ2mXk1Rz7LwB3nY5cA\n",
+        )
+        .unwrap();
+        let mut hashed = super::leptos_options();
+        hashed.hash_files = true;
+        hashed.hash_file = hash_file.to_string_lossy().as_ref().into();
+        let mut plain = super::leptos_options();
+        plain.hash_files = false;
+        for (options, names) in [
+            (
+                hashed,
+                [
+                    "/pkg/gantry.Vd9pQ2mXk1Rz7LwB3nY5cA.css",
+                    "/pkg/gantry.3ffq1Jw2Qm0Qb9nL8xZ0mA.js",
+                    "/pkg/gantry.b7Yk2LqWmC0v9RtX1pZ3sw.wasm",
+                ],
+            ),
+            (
+                plain,
+                ["/pkg/gantry.css", "/pkg/gantry.js", "/pkg/gantry.wasm"],
+            ),
+        ] {
+            for nonce in [true, false] {
+                let owner = Owner::new();
+                let (leptos, gantry) = owner.with(|| {
+                    if nonce {
+                        leptos::nonce::provide_nonce();
+                    }
+                    let leptos = view! {
+                        <HashedStylesheet options=options.clone() id="leptos"/>
+                        <HydrationScripts options=options.clone()/>
+                    }
+                    .to_html();
+                    provide_context(SiteFiles::read(&options));
+                    let gantry = view! {
+                        <Stylesheet options=options.clone()/>
+                        <Scripts options=options.clone()/>
+                    }
+                    .to_html();
+                    (leptos, gantry)
+                });
+                assert_eq!(
+                    gantry, leptos,
+                    "hash files: {}, nonce: {nonce}",
+                    options.hash_files
+                );
+                for name in names {
+                    assert!(
+                        gantry.contains(&format!("href=\"{name}\"")),
+                        "{name} in {gantry}"
+                    );
+                }
+                assert_eq!(gantry.contains(" nonce=\""), nonce, "{gantry}");
+            }
+        }
+    }
 }

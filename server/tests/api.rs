@@ -5715,6 +5715,55 @@ async fn pages_keep_their_policy_while_site_files_are_served() {
 }
 
 /// The nonce in a page's Content-Security-Policy.
+/// A page names the site's files (stylesheet, JS glue, wasm) by the hashes in the build's hash
+/// file as the server found them when it started, as `make release` serves them. Read once: a
+/// page no longer reads the file (Leptos's own head components read it on every page), so a
+/// hash file changed under a running server changes nothing until it restarts, as it would
+/// for the binary built with it.
+#[tokio::test]
+async fn pages_name_the_site_files_by_the_hashes_read_at_start() {
+    let db = fresh_database(Target::Sqlite).await;
+    let dir = tempfile::tempdir().unwrap();
+    let hash_file = dir.path().join("hash.txt");
+    // As cargo-leptos 0.3.10 writes it (compile/hash.rs).
+    std::fs::write(
+        &hash_file,
+        "js: Jq0aZ3kP9mWc2xT5vB8nEw\nwasm: r4Tn7YpQ1zLk6sHd0cMf2g\ncss: X8bV3nQ6wE1rT9yU4iO7pA\n",
+    )
+    .unwrap();
+    let mut options = leptos_options();
+    options.hash_files = true;
+    options.hash_file = hash_file.to_string_lossy().as_ref().into();
+    let mut config = config(&db.url);
+    // Every load rendered, so that a page after the change is rendered after it.
+    config.server.page_cache_ms = 0;
+    let running = start(config, options).await.expect("server starts");
+    let app = App {
+        base: format!("http://{}", running.addr),
+        running,
+    };
+    let alice = app.client("alice").await;
+    let names = [
+        "href=\"/pkg/gantry.X8bV3nQ6wE1rT9yU4iO7pA.css\"",
+        "href=\"/pkg/gantry.Jq0aZ3kP9mWc2xT5vB8nEw.js\"",
+        "href=\"/pkg/gantry.r4Tn7YpQ1zLk6sHd0cMf2g.wasm\"",
+        "\"pkg\", \"gantry.Jq0aZ3kP9mWc2xT5vB8nEw\", \"gantry.r4Tn7YpQ1zLk6sHd0cMf2g\"",
+    ];
+    let home = alice.html("/").await;
+    for name in names {
+        assert!(home.contains(name), "{name} in {home}");
+    }
+    std::fs::write(&hash_file, "js: other\nwasm: other\ncss: other\n").unwrap();
+    for path in ["/", "/jobs", "/no-such-page"] {
+        let (_, page) = alice.page(path).await;
+        for name in names {
+            assert!(page.contains(name), "{path}: {name} in {page}");
+        }
+        assert!(!page.contains("gantry.other"), "{path}: {page}");
+    }
+    finish(app, db).await;
+}
+
 fn csp_nonce(csp: &str) -> String {
     csp.split("'nonce-")
         .nth(1)
