@@ -481,7 +481,7 @@ impl Db {
         Some((sql, args))
     }
 
-    /// The statement [`Db::count_jobs`] runs and its arguments.
+    /// How many jobs `q`'s filters select (the cursor aside), as [`Db::page_of_jobs`] counts.
     pub(super) fn count_sql(&self, q: &JobQuery) -> Option<(String, Vec<String>)> {
         let (filter, args) = job_where(q, false, self.postgres)?;
         Some((format!("SELECT COUNT(*) AS n FROM job{filter}"), args))
@@ -503,17 +503,40 @@ impl Db {
         rows.into_iter().map(StoredJob::into_job).collect()
     }
 
-    /// How many jobs `q`'s filters select, on every page.
-    pub async fn count_jobs(&self, q: &JobQuery) -> Result<u64> {
-        let Some((sql, args)) = self.count_sql(q) else {
-            return Ok(0);
+    /// The statement [`Db::page_of_jobs`] runs and its arguments: the page ([`Db::list_sql`])
+    /// and how many jobs the filters select in all ([`Db::count_sql`], which leaves out the
+    /// cursor) in one row, so a list costs one trip through the pool instead of two (each is
+    /// the statement and sqlx's ping when the connection is given back, each a hop to the
+    /// connection's thread and back). In the page bench, `GET /api/v1/jobs` for the home
+    /// page's rows went from about 7,100 to 8,200 requests per second, the home page from
+    /// about 4,100 to 4,250.
+    pub(super) fn page_sql(&self, q: &JobQuery) -> Option<(String, Vec<String>)> {
+        let (list, args) = self.list_sql(q)?;
+        let (count, count_args) = self.count_sql(q)?;
+        // Both number their arguments in the same order and the cursor's comes last, so the
+        // count's are the first of the page's: `$1`… stand for the same values in both.
+        debug_assert!(args.starts_with(&count_args));
+        Some((format!("SELECT ({count}) AS n, ({list}) AS page"), args))
+    }
+
+    /// A page of jobs as [`Db::list_jobs`] reads it, and how many jobs `q`'s filters select
+    /// in all (the cursor aside), in one statement.
+    pub async fn page_of_jobs(&self, q: &JobQuery) -> Result<(Vec<JobRow>, u64)> {
+        let Some((sql, args)) = self.page_sql(q) else {
+            return Ok((Vec::new(), 0));
         };
         let row = with_args(&sql, &args)
             .fetch_one(&self.pool)
             .await
             .map_err(map_err)?;
         let n: i64 = row.try_get("n")?;
-        Ok(n.max(0) as u64)
+        let page: String = row.try_get("page")?;
+        let rows: Vec<StoredJob> = serde_json::from_str(&page)?;
+        let rows = rows
+            .into_iter()
+            .map(StoredJob::into_job)
+            .collect::<Result<_>>()?;
+        Ok((rows, n.max(0) as u64))
     }
 
     /// Queued, admitted and running jobs, oldest first.

@@ -182,11 +182,10 @@ async fn jobs_agree(db: &TestDb) {
         let mut got: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
         got.sort();
         assert_eq!(got, want, "{terms:?}");
-        assert_eq!(
-            db.count_jobs(&q).await.unwrap(),
-            want.len() as u64,
-            "{terms:?}"
-        );
+        // The page and its count in one statement: the same rows, and the count of them all.
+        let (page, total) = db.page_of_jobs(&q).await.unwrap();
+        assert_eq!(format!("{page:?}"), format!("{rows:?}"), "{terms:?}");
+        assert_eq!(total, want.len() as u64, "{terms:?}");
         checked += usize::from(!want.is_empty());
     }
     // The spread is wide enough to mean something: most terms select some jobs.
@@ -327,6 +326,10 @@ async fn list_rows_are_the_stored_jobs(t: &TestDb) {
     };
     loop {
         let page = db.list_jobs(&q).await.unwrap();
+        // Every page counts every job, whatever its cursor; its rows are the list's.
+        let (same, total) = db.page_of_jobs(&q).await.unwrap();
+        assert_eq!(total, 12, "the count on the page after {:?}", q.after);
+        assert_eq!(format!("{same:?}"), format!("{page:?}"));
         let Some(last) = page.last() else { break };
         q.after = Some((last.created_at, last.id.clone()));
         walked.extend(page.iter().map(|r| r.id.clone()));
@@ -335,6 +338,8 @@ async fn list_rows_are_the_stored_jobs(t: &TestDb) {
     // A list that selects nothing is an empty page, not an error.
     q.terms.user = Some("nobody".into());
     assert!(db.list_jobs(&q).await.unwrap().is_empty());
+    let (none, total) = db.page_of_jobs(&q).await.unwrap();
+    assert!(none.is_empty() && total == 0, "{total} jobs counted");
 }
 
 #[tokio::test]
@@ -504,6 +509,12 @@ async fn the_lists_read_a_page_from_an_index_in_their_order_on_sqlite() {
                 "{what}: the count should read the active jobs' index; plan: {count}"
             );
         }
+        // The page and its count in one statement plan as each does alone.
+        let both = plan(&db, db.page_sql(&q).expect("a page")).await;
+        assert!(
+            both.contains(&format!("INDEX {index}")) && !both.contains("TEMP B-TREE FOR ORDER BY"),
+            "{what}, page and count: plan: {both}"
+        );
     }
 }
 

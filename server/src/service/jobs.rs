@@ -273,13 +273,13 @@ impl Portal {
             }
         }
         let after = super::page::cursor_place(filter.cursor.as_deref())?;
-        let mut q = JobQuery {
+        let q = JobQuery {
             terms,
             after,
             // One more than a page: whether there is a next page.
             limit: i64::from(limit) + 1,
         };
-        let mut rows = self.db.list_jobs(&q).await?;
+        let (mut rows, total) = self.db.page_of_jobs(&q).await?;
         let next_cursor = if rows.len() > limit as usize {
             rows.truncate(limit as usize);
             rows.last()
@@ -287,8 +287,6 @@ impl Portal {
         } else {
             None
         };
-        q.after = None;
-        let total = self.db.count_jobs(&q).await?;
         Ok(JobList {
             jobs: self.to_jobs(viewer, rows, false).await?,
             total,
