@@ -211,6 +211,13 @@ fn like_pattern(text: &str) -> String {
     p
 }
 
+/// The jobs of a page from the JSON array in its row's `page` column ([`Db::list_sql`]).
+fn page_rows(row: &AnyRow) -> Result<Vec<JobRow>> {
+    let page: String = row.try_get("page")?;
+    let rows: Vec<StoredJob> = serde_json::from_str(&page)?;
+    rows.into_iter().map(StoredJob::into_job).collect()
+}
+
 /// `sql` with `args` bound to `$1`, `$2`, … in order (from [`Db::list_sql`] and the like).
 pub(super) fn with_args<'q>(
     sql: &'q str,
@@ -498,18 +505,14 @@ impl Db {
             .fetch_one(&self.pool)
             .await
             .map_err(map_err)?;
-        let page: String = row.try_get("page")?;
-        let rows: Vec<StoredJob> = serde_json::from_str(&page)?;
-        rows.into_iter().map(StoredJob::into_job).collect()
+        page_rows(&row)
     }
 
     /// The statement [`Db::page_of_jobs`] runs and its arguments: the page ([`Db::list_sql`])
     /// and how many jobs the filters select in all ([`Db::count_sql`], which leaves out the
     /// cursor) in one row, so a list costs one trip through the pool instead of two (each is
     /// the statement and sqlx's ping when the connection is given back, each a hop to the
-    /// connection's thread and back). In the page bench, `GET /api/v1/jobs` for the home
-    /// page's rows went from about 7,100 to 8,200 requests per second, the home page from
-    /// about 4,100 to 4,250.
+    /// connection's thread and back).
     pub(super) fn page_sql(&self, q: &JobQuery) -> Option<(String, Vec<String>)> {
         let (list, args) = self.list_sql(q)?;
         let (count, count_args) = self.count_sql(q)?;
@@ -530,13 +533,7 @@ impl Db {
             .await
             .map_err(map_err)?;
         let n: i64 = row.try_get("n")?;
-        let page: String = row.try_get("page")?;
-        let rows: Vec<StoredJob> = serde_json::from_str(&page)?;
-        let rows = rows
-            .into_iter()
-            .map(StoredJob::into_job)
-            .collect::<Result<_>>()?;
-        Ok((rows, n.max(0) as u64))
+        Ok((page_rows(&row)?, n.max(0) as u64))
     }
 
     /// Queued, admitted and running jobs, oldest first.
