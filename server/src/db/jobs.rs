@@ -154,6 +154,32 @@ impl StoredJob {
     }
 }
 
+/// How many of a job's re-runs and clones its page names, newest first.
+pub const MAX_CLONES: usize = 20;
+
+/// A job as its own page shows it: the stored job and what is read beside it.
+#[derive(Clone, Debug)]
+pub struct JobDetail {
+    pub row: JobRow,
+    pub more: JobMore,
+}
+
+/// What a job's own page shows beside the stored job ([`Db::job_detail`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JobMore {
+    /// Its state changes, oldest first.
+    pub events: Vec<EventRow>,
+    /// Its run intervals, oldest first.
+    pub intervals: Vec<crate::domain::accounting::Run>,
+    /// Its re-runs and clones as (id, name), newest first, at most [`MAX_CLONES`].
+    pub clones: Vec<(String, String)>,
+    /// The name of the job it was cloned from, when that job is stored.
+    pub origin_name: Option<String>,
+    /// Its template's newest version and whether the template is deprecated; `None` when
+    /// the template is not stored.
+    pub template: Option<(u32, bool)>,
+}
+
 /// A new job to store.
 pub struct NewJob<'a> {
     pub id: &'a str,
@@ -457,6 +483,136 @@ impl Db {
             .await
             .map_err(map_err)?;
         job_from_row(&row)
+    }
+
+    /// The statement [`Db::job_detail`] runs: the job's columns and, in the same row, what
+    /// its own page shows beside them, each small table read by a subquery on its index
+    /// (events, run intervals and clones as JSON arrays, the origin's name, the template's
+    /// state).
+    pub(super) fn detail_sql(&self) -> String {
+        let postgres = self.postgres;
+        // A JSON array of `fields` over `from`'s rows in `order`; `[]` when there are none.
+        let array = |fields: &str, from: &str, order: &str| {
+            if postgres {
+                format!("COALESCE((SELECT json_agg(json_build_object({fields}) ORDER BY {order})::text FROM {from}), '[]')")
+            } else {
+                format!(
+                    "(SELECT json_group_array(json_object({fields}) ORDER BY {order}) FROM {from})"
+                )
+            }
+        };
+        let events = array(
+            "'at', e.at, 'kind', e.kind, 'reason', e.reason",
+            "job_event e WHERE e.job_id = j.job_id",
+            "e.at, e.job_event_id",
+        );
+        let intervals = array(
+            "'gpus', i.gpus, 'start_ms', i.start_ms, 'end_ms', i.end_ms, 'util_mean', i.util_mean",
+            "job_interval i WHERE i.job_id = j.job_id",
+            "i.start_ms, i.interval_id",
+        );
+        let clones = array(
+            "'job_id', c.job_id, 'name', c.name",
+            &format!("(SELECT job_id, name, created_at FROM job c WHERE c.cloned_from = j.job_id ORDER BY created_at DESC, job_id DESC LIMIT {MAX_CLONES}) AS c"),
+            "c.created_at DESC, c.job_id DESC",
+        );
+        format!(
+            "SELECT {JOB_COLUMNS}, {events} AS detail_events, {intervals} AS detail_intervals, {clones} AS detail_clones, \
+             (SELECT o.name FROM job o WHERE o.job_id = j.cloned_from) AS origin_name, \
+             (SELECT t.deprecated FROM template t WHERE t.template_id = j.template_id) AS template_deprecated, \
+             (SELECT MAX(v.version) FROM template_version v WHERE v.template_id = j.template_id) AS template_newest \
+             FROM job j WHERE j.job_id = $1"
+        )
+    }
+
+    /// A job with what its own page shows beside it, in one statement: the page used to read
+    /// them in five (the job, its events, clones, template and run intervals), and each trip
+    /// through the pool is the statement and sqlx's ping of the connection when it is given
+    /// back. `NotFound` for an unknown id.
+    pub async fn job_detail(&self, id: &str) -> Result<JobDetail> {
+        let row = sqlx::query(&self.detail_sql())
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?;
+        #[derive(serde::Deserialize)]
+        struct Event {
+            at: i64,
+            kind: String,
+            reason: String,
+        }
+        #[derive(serde::Deserialize)]
+        struct Interval {
+            gpus: i64,
+            start_ms: i64,
+            end_ms: Option<i64>,
+            util_mean: Option<f64>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Clone {
+            job_id: String,
+            name: String,
+        }
+        let events: Vec<Event> = serde_json::from_str(&row.try_get::<String, _>("detail_events")?)?;
+        let intervals: Vec<Interval> =
+            serde_json::from_str(&row.try_get::<String, _>("detail_intervals")?)?;
+        let clones: Vec<Clone> = serde_json::from_str(&row.try_get::<String, _>("detail_clones")?)?;
+        let deprecated: Option<i64> = row.try_get("template_deprecated")?;
+        let newest: Option<i64> = row.try_get("template_newest")?;
+        Ok(JobDetail {
+            row: job_from_row(&row)?,
+            more: JobMore {
+                events: events
+                    .into_iter()
+                    .map(|e| EventRow {
+                        at: from_ms(e.at),
+                        kind: e.kind,
+                        reason: e.reason,
+                    })
+                    .collect(),
+                intervals: intervals
+                    .into_iter()
+                    .map(|i| {
+                        (
+                            i.gpus as u32,
+                            from_ms(i.start_ms),
+                            i.end_ms.map(from_ms),
+                            i.util_mean,
+                        )
+                    })
+                    .collect(),
+                clones: clones.into_iter().map(|c| (c.job_id, c.name)).collect(),
+                origin_name: row.try_get("origin_name")?,
+                template: deprecated.map(|d| (newest.unwrap_or(0) as u32, d != 0)),
+            },
+        })
+    }
+
+    /// A job and its last run interval (start, and end once it ended), in one statement.
+    /// `NotFound` for an unknown id.
+    pub async fn job_and_last_interval(
+        &self,
+        id: &str,
+    ) -> Result<(JobRow, Option<(DateTime<Utc>, Option<DateTime<Utc>>)>)> {
+        let last = |col: &str| {
+            format!("(SELECT i.{col} FROM job_interval i WHERE i.job_id = j.job_id ORDER BY i.start_ms DESC, i.interval_id DESC LIMIT 1) AS last_{col}")
+        };
+        let sql = format!(
+            "SELECT {JOB_COLUMNS}, {}, {} FROM job j WHERE j.job_id = $1",
+            last("start_ms"),
+            last("end_ms")
+        );
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?;
+        let start: Option<i64> = row.try_get("last_start_ms")?;
+        let end: Option<i64> = row.try_get("last_end_ms")?;
+        Ok((
+            job_from_row(&row)?,
+            start.map(|s| (from_ms(s), end.map(from_ms))),
+        ))
     }
 
     /// The statement [`Db::list_jobs`] runs and its arguments; `None` when `q` selects nothing.

@@ -129,13 +129,12 @@ impl Db {
 
     /// The jobs cloned or re-run from `job_id`, the newest first: (id, name, created).
     pub async fn clones_of(&self, job_id: &str) -> Result<Vec<(String, String, DateTime<Utc>)>> {
-        let rows = sqlx::query(
-            "SELECT job_id, name, created_at FROM job WHERE cloned_from = $1 ORDER BY created_at DESC, job_id DESC LIMIT 20",
-        )
-        .bind(job_id)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(map_err)?;
+        let sql = format!("SELECT job_id, name, created_at FROM job WHERE cloned_from = $1 ORDER BY created_at DESC, job_id DESC LIMIT {}", super::MAX_CLONES);
+        let rows = sqlx::query(&sql)
+            .bind(job_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
         rows.iter()
             .map(|r| {
                 Ok((

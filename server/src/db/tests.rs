@@ -531,3 +531,236 @@ async fn the_recorder_reads_unchecked_intervals_from_their_index_on_sqlite() {
         "plan: {got}"
     );
 }
+
+/// A job's page reads the job and what it shows beside it in one statement
+/// ([`Db::job_detail`]), and the GPU panel the job and its last run ([`Db::job_and_last_interval`]).
+/// For every stored job each part equals what the separate statements, each on its own
+/// table, read: the job, its events (ties on the same millisecond in the order written), its
+/// run intervals, its newest clones (capped, ties on the same millisecond by id), its origin's
+/// name, its template's state. The jobs cover none and many of each: a job run, preempted and
+/// run again, 22 clones of one job, a clone whose origin is not stored, a template with a
+/// newer version and one deprecated. An unknown id is `NotFound` from both.
+async fn the_job_detail_is_what_the_separate_reads_find(t: &TestDb) {
+    let db = Db::connect(&t.url, 2).await.expect("connect");
+    let start = Utc.with_ymd_and_hms(2026, 11, 20, 22, 0, 0).unwrap();
+    crate::seed::seed_catalog(&db, start).await.unwrap();
+    let catalog = crate::seed::templates();
+    let (newer, gone) = (&catalog[0], &catalog[1]);
+    let mut params = serde_json::Map::new();
+    params.insert("lr".into(), serde_json::json!(0.0003));
+    let insert =
+        |id: String, name: String, template: String, version: u32, at, origin: Option<String>| {
+            let (db, params) = (&db, &params);
+            async move {
+                db.insert_job(
+                    &NewJob {
+                        id: &id,
+                        name: &name,
+                        template: &template,
+                        template_version: version,
+                        team: "nlp",
+                        user: "alice",
+                        pool: "hgx-h100",
+                        gpus: 16,
+                        priority: Priority::Normal,
+                        params,
+                        max_runtime_s: 7200,
+                        idempotency_key: None,
+                        request_body: "{}",
+                        created_at: at,
+                        cloned_from: origin.as_deref(),
+                    },
+                    "launched",
+                )
+                .await
+                .unwrap();
+            }
+        };
+    let step = |id: &str, from: JobState, to: JobState, at, kind: Option<&'static str>| {
+        let (db, id) = (&db, id.to_string());
+        async move {
+            let nodes = ["hgx-01".to_string(), "hgx-02".to_string()];
+            assert!(db
+                .transition(&Transition {
+                    job_id: &id,
+                    from: &[from],
+                    to,
+                    at,
+                    reason: "test \"step\"",
+                    node_names: to.holds_gpus().then_some(&nodes[..]),
+                    kind,
+                })
+                .await
+                .unwrap());
+        }
+    };
+    // The origin: run, preempted back to the queue, run again and ended; two intervals.
+    let origin = "job-origin".to_string();
+    insert(
+        origin.clone(),
+        "origin ü \"q\"".into(),
+        newer.name.clone(),
+        newer.version,
+        start,
+        None,
+    )
+    .await;
+    let mut at = start + Duration::minutes(1);
+    for (from, to, kind) in [
+        (JobState::Queued, JobState::Admitted, None),
+        (JobState::Admitted, JobState::Running, None),
+        (JobState::Running, JobState::Queued, Some("preempted")),
+        (JobState::Queued, JobState::Admitted, None),
+        (JobState::Admitted, JobState::Running, None),
+        (JobState::Running, JobState::Succeeded, None),
+    ] {
+        step(&origin, from, to, at, kind).await;
+        // Two steps on each millisecond: the order written decides.
+        at += Duration::milliseconds(i64::from(to == JobState::Running) * 90_000);
+    }
+    // One of its runs measured (a third: no short decimal), one not.
+    let unmeasured = db.intervals_without_util(10).await.unwrap();
+    assert_eq!(unmeasured.len(), 2);
+    db.set_interval_util(&unmeasured[0].0, 1.0 / 3.0)
+        .await
+        .unwrap();
+    // 22 clones, pairs on the same millisecond; one of them running.
+    for i in 0..22 {
+        insert(
+            format!("job-clone-{i:02}"),
+            format!("origin · re-run {i}"),
+            newer.name.clone(),
+            newer.version,
+            start + Duration::minutes(10) + Duration::milliseconds(i / 2),
+            Some(origin.clone()),
+        )
+        .await;
+    }
+    // After its launch, not before (the origin's last step).
+    let at = start + Duration::minutes(20);
+    step(
+        "job-clone-05",
+        JobState::Queued,
+        JobState::Admitted,
+        at,
+        None,
+    )
+    .await;
+    step(
+        "job-clone-05",
+        JobState::Admitted,
+        JobState::Running,
+        at,
+        None,
+    )
+    .await;
+    // A clone of a job that is not stored, of a template deprecated since.
+    insert(
+        "job-orphan".into(),
+        "orphan".into(),
+        gone.name.clone(),
+        gone.version,
+        start,
+        Some("job-never-stored".into()),
+    )
+    .await;
+    let mut next = newer.clone();
+    next.version += 1;
+    db.insert_template(&next, start).await.unwrap();
+    assert!(db.deprecate_template(&gone.name).await.unwrap());
+
+    let ids: Vec<String> = sqlx::query_scalar("SELECT job_id FROM job ORDER BY job_id")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 24);
+    let mut seen_clones = 0;
+    for id in &ids {
+        let d = db.job_detail(id).await.unwrap();
+        let row = db.get_job(id).await.unwrap();
+        assert_eq!(format!("{:?}", d.row), format!("{row:?}"), "{id}");
+        let events = db
+            .events_for(&[id.as_str()])
+            .await
+            .unwrap()
+            .remove(id)
+            .unwrap_or_default();
+        assert_eq!(d.more.events, events, "{id}");
+        let intervals = db.job_intervals(id).await.unwrap();
+        assert_eq!(d.more.intervals.len(), intervals.len(), "{id}");
+        for (a, b) in d.more.intervals.iter().zip(&intervals) {
+            assert_eq!((a.0, a.1, a.2), (b.0, b.1, b.2), "{id}");
+            // SQLite's JSON writes a real to 15 significant digits.
+            match (a.3, b.3) {
+                (Some(x), Some(y)) => assert!((x - y).abs() < 1e-12, "{id}: {x} against {y}"),
+                (x, y) => assert_eq!(x, y, "{id}"),
+            }
+        }
+        let clones: Vec<(String, String)> = db
+            .clones_of(id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(id, name, _)| (id, name))
+            .collect();
+        assert_eq!(d.more.clones, clones, "{id}");
+        seen_clones += clones.len();
+        let origin_name = match &row.cloned_from {
+            Some(o) => db
+                .job_names(&[o.as_str()])
+                .await
+                .unwrap()
+                .remove(o)
+                .map(|(n, _)| n),
+            None => None,
+        };
+        assert_eq!(d.more.origin_name, origin_name, "{id}");
+        assert_eq!(
+            d.more.template,
+            db.template_state(&row.template).await.unwrap(),
+            "{id}"
+        );
+        let (r, last) = db.job_and_last_interval(id).await.unwrap();
+        assert_eq!(format!("{r:?}"), format!("{row:?}"), "{id}");
+        assert_eq!(last, db.last_interval(id).await.unwrap(), "{id}");
+    }
+    // What the cases were meant to cover, so a change to the data cannot empty them.
+    assert_eq!(seen_clones, super::MAX_CLONES);
+    let o = db.job_detail(&origin).await.unwrap();
+    assert_eq!(o.more.clones.len(), super::MAX_CLONES);
+    assert_eq!(o.more.clones[0].0, "job-clone-21");
+    assert_eq!(o.more.intervals.len(), 2);
+    assert_eq!(o.more.intervals.iter().filter(|i| i.3.is_some()).count(), 1);
+    assert_eq!(o.more.events.len(), 7);
+    assert_eq!(o.more.events[3].kind, "preempted");
+    assert_eq!(o.more.template, Some((newer.version + 1, false)));
+    let c = db.job_detail("job-clone-05").await.unwrap();
+    assert_eq!(c.more.origin_name.as_deref(), Some("origin ü \"q\""));
+    assert!(c.more.clones.is_empty());
+    let (_, last) = db.job_and_last_interval("job-clone-05").await.unwrap();
+    assert!(matches!(last, Some((_, None))), "{last:?}");
+    let orphan = db.job_detail("job-orphan").await.unwrap();
+    assert_eq!(orphan.more.origin_name, None);
+    assert_eq!(orphan.more.template, Some((gone.version, true)));
+    assert!(orphan.more.intervals.is_empty());
+    assert!(matches!(
+        db.job_detail("job-none").await,
+        Err(super::DbError::NotFound)
+    ));
+    assert!(matches!(
+        db.job_and_last_interval("job-none").await,
+        Err(super::DbError::NotFound)
+    ));
+}
+
+#[tokio::test]
+async fn the_job_detail_is_what_the_separate_reads_find_on_sqlite() {
+    the_job_detail_is_what_the_separate_reads_find(&TestDb::sqlite()).await;
+}
+
+#[tokio::test]
+async fn the_job_detail_is_what_the_separate_reads_find_on_postgres() {
+    let db = TestDb::postgres().await;
+    the_job_detail_is_what_the_separate_reads_find(&db).await;
+    db.drop_database().await;
+}

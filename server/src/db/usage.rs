@@ -485,7 +485,7 @@ impl Db {
         job_id: &str,
     ) -> Result<Option<(DateTime<Utc>, Option<DateTime<Utc>>)>> {
         let row = sqlx::query(
-            "SELECT start_ms, end_ms FROM job_interval WHERE job_id = $1 ORDER BY start_ms DESC LIMIT 1",
+            "SELECT start_ms, end_ms FROM job_interval WHERE job_id = $1 ORDER BY start_ms DESC, interval_id DESC LIMIT 1",
         )
         .bind(job_id)
         .fetch_optional(&self.pool)
@@ -503,7 +503,7 @@ impl Db {
     /// Every run interval of one job, oldest first: (GPUs, start, end, mean utilization).
     pub async fn job_intervals(&self, job_id: &str) -> Result<Vec<crate::domain::accounting::Run>> {
         let rows = sqlx::query(
-            "SELECT gpus, start_ms, end_ms, util_mean FROM job_interval WHERE job_id = $1 ORDER BY start_ms",
+            "SELECT gpus, start_ms, end_ms, util_mean FROM job_interval WHERE job_id = $1 ORDER BY start_ms, interval_id",
         )
         .bind(job_id)
         .fetch_all(&self.pool)

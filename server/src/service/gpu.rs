@@ -30,7 +30,9 @@ impl Portal {
         viewer: &Viewer,
         id: &str,
     ) -> Result<JobUtilization, Error> {
-        let row = self.visible_row(viewer, id).await?;
+        // The job and its last run in one statement: the panel is drawn with every job page.
+        let (row, last) =
+            Self::visible(viewer, id, self.db.job_and_last_interval(id), |(r, _)| r).await?;
         let mut out = JobUtilization {
             job_id: row.id.clone(),
             available: false,
@@ -46,7 +48,7 @@ impl Portal {
             out.message = Some("no metrics back end is configured".into());
             return Ok(out);
         };
-        let Some((start, end)) = self.db.last_interval(&row.id).await? else {
+        let Some((start, end)) = last else {
             out.message = Some("the job has not run yet".into());
             return Ok(out);
         };

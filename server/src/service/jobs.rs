@@ -7,12 +7,12 @@ impl Portal {
     /// The queue of every pool these rows wait in, in order (Kueue's visibility API).
     pub(super) async fn queues_for(
         &self,
-        rows: &[JobRow],
+        rows: &[(JobRow, Option<JobMore>)],
     ) -> Result<HashMap<String, std::sync::Arc<Vec<PendingWorkload>>>, Error> {
         let mut pools: Vec<&str> = rows
             .iter()
-            .filter(|r| r.state == JobState::Queued)
-            .map(|r| r.pool.as_str())
+            .filter(|(r, _)| r.state == JobState::Queued)
+            .map(|(r, _)| r.pool.as_str())
             .collect();
         pools.sort();
         pools.dedup();
@@ -79,27 +79,23 @@ impl Portal {
         (can_cancel, viewer.is_member_of(team))
     }
 
-    /// The jobs of `rows` as a viewer sees them. `whole` is for the job's own page: what is
+    /// The jobs of `rows` as a viewer sees them. A row with its [`JobMore`] (read by
+    /// [`crate::db::Db::job_detail`]) is for the job's own page and drawn whole: what is
     /// ahead of it in the queue, its events and preemptions, its parameters, GPU-hours and
-    /// clones. List rows (the Jobs page, the home page, live events) leave those empty: no
-    /// list shows them, and every row's events and parameters were most of the Jobs page's
-    /// database time and half of its bytes.
+    /// clones. List rows (the Jobs page, the home page, live events) come without and leave
+    /// those empty: no list shows them, and every row's events and parameters were most of
+    /// the Jobs page's database time and half of its bytes.
     pub(super) async fn to_jobs(
         &self,
         viewer: &Viewer,
-        rows: Vec<JobRow>,
-        whole: bool,
+        rows: Vec<(JobRow, Option<JobMore>)>,
     ) -> Result<Vec<Job>, Error> {
         let queues = self.queues_for(&rows).await?;
-        let mut events = if whole {
-            let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
-            self.db.events_for(&ids).await?
-        } else {
-            HashMap::new()
-        };
+        // A whole job's origin came with it; a list row's are read for the list at once.
         let origins: Vec<&str> = rows
             .iter()
-            .filter_map(|r| r.cloned_from.as_deref())
+            .filter(|(_, more)| more.is_none())
+            .filter_map(|(r, _)| r.cloned_from.as_deref())
             .collect();
         let origin_names = if origins.is_empty() {
             HashMap::new()
@@ -107,7 +103,9 @@ impl Portal {
             self.db.job_names(&origins).await?
         };
         let mut jobs = Vec::with_capacity(rows.len());
-        for r in rows {
+        for (r, more) in rows {
+            let whole = more.is_some();
+            let more = more.unwrap_or_default();
             let queue = queues.get(&r.pool);
             let p = queue.and_then(|q| q.iter().find(|p| p.job_id == r.id));
             let ahead = match (whole, queue, p) {
@@ -115,17 +113,15 @@ impl Portal {
                 _ => Vec::new(),
             };
             let (can_cancel, can_rerun) = Self::may_act(viewer, &r.team, &r.user, r.state);
-            let events = events.remove(&r.id).unwrap_or_default();
-            let version_note = if whole && viewer.is_member_of(&r.team) {
-                self.version_note(&r).await?
-            } else {
-                None
+            let events = more.events;
+            let version_note = match more.template {
+                Some(t) if whole && viewer.is_member_of(&r.team) => {
+                    self.version_note(&r, t).await?
+                }
+                _ => None,
             };
             let gpu_hours = if whole && !r.state.is_active() && r.admitted_at.is_some() {
-                let h = crate::domain::accounting::job_hours(
-                    &self.db.job_intervals(&r.id).await?,
-                    self.cluster.now(),
-                );
+                let h = crate::domain::accounting::job_hours(&more.intervals, self.cluster.now());
                 Some(JobGpuHours {
                     allocated: h.allocated,
                     used: h.used,
@@ -136,21 +132,16 @@ impl Portal {
             } else {
                 None
             };
-            let clones = if whole {
-                self.db
-                    .clones_of(&r.id)
-                    .await?
-                    .into_iter()
-                    .map(|(id, name, _)| JobLink { id, name })
-                    .collect()
-            } else {
-                Vec::new()
-            };
+            let clones = more
+                .clones
+                .into_iter()
+                .map(|(id, name)| JobLink { id, name })
+                .collect();
             let cloned_from = r.cloned_from.as_ref().map(|id| JobLink {
                 id: id.clone(),
-                name: origin_names
-                    .get(id)
-                    .map(|(n, _)| n.clone())
+                name: more
+                    .origin_name
+                    .or_else(|| origin_names.get(id).map(|(n, _)| n.clone()))
                     .unwrap_or_else(|| id.clone()),
             });
             let preemptions = events
@@ -222,22 +213,37 @@ impl Portal {
 
     /// A job the viewer may see; another team's job is "not found", not "forbidden".
     pub(super) async fn visible_row(&self, viewer: &Viewer, id: &str) -> Result<JobRow, Error> {
+        Self::visible(viewer, id, self.db.get_job(id), |r| r).await
+    }
+
+    /// What `read` reads of job `id` (its [`JobRow`] as `row` finds it in the answer), if
+    /// the viewer may see the job; `id` is checked before anything is read.
+    pub(super) async fn visible<T>(
+        viewer: &Viewer,
+        id: &str,
+        read: impl std::future::Future<Output = Result<T, DbError>>,
+        row: impl Fn(&T) -> &JobRow,
+    ) -> Result<T, Error> {
         crate::input::single_line("id", id)?;
         let not_found = || Error::not_found(format!("no job with id '{id}'"));
-        let row = match self.db.get_job(id).await {
+        let found = match read.await {
             Ok(r) => r,
             Err(DbError::NotFound) => return Err(not_found()),
             Err(e) => return Err(e.into()),
         };
-        if !Self::may_see(viewer, &row.team) {
+        if !Self::may_see(viewer, &row(&found).team) {
             return Err(not_found());
         }
-        Ok(row)
+        Ok(found)
     }
 
+    /// A job as its own page shows it, read in one statement ([`crate::db::Db::job_detail`]).
     pub async fn get_job(&self, viewer: &Viewer, id: &str) -> Result<Job, Error> {
-        let row = self.visible_row(viewer, id).await?;
-        Ok(self.to_jobs(viewer, vec![row], true).await?.remove(0))
+        let d = Self::visible(viewer, id, self.db.job_detail(id), |d| &d.row).await?;
+        Ok(self
+            .to_jobs(viewer, vec![(d.row, Some(d.more))])
+            .await?
+            .remove(0))
     }
 
     /// A page of the jobs the viewer may see that `filter` selects, newest first, with how
@@ -288,7 +294,9 @@ impl Portal {
             None
         };
         Ok(JobList {
-            jobs: self.to_jobs(viewer, rows, false).await?,
+            jobs: self
+                .to_jobs(viewer, rows.into_iter().map(|r| (r, None)).collect())
+                .await?,
             total,
             next_cursor,
             now: self.cluster.now(),

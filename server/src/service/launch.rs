@@ -465,11 +465,13 @@ impl Portal {
     }
 
     /// How a job's template version differs from the template's current one; `None` when it
-    /// is the current one.
-    pub(super) async fn version_note(&self, row: &JobRow) -> Result<Option<VersionNote>, Error> {
-        let Some((newest, deprecated)) = self.db.template_state(&row.template).await? else {
-            return Ok(None);
-        };
+    /// is the current one. Given the template's newest version and whether it is deprecated
+    /// (as [`crate::db::JobMore`] reads them).
+    pub(super) async fn version_note(
+        &self,
+        row: &JobRow,
+        (newest, deprecated): (u32, bool),
+    ) -> Result<Option<VersionNote>, Error> {
         if !deprecated && newest == row.template_version {
             return Ok(None);
         }

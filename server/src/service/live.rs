@@ -154,7 +154,7 @@ impl Portal {
                     teams: Vec::new(),
                     is_admin: false,
                 };
-                match self.to_jobs(&nobody, vec![row], false).await {
+                match self.to_jobs(&nobody, vec![(row, None)]).await {
                     Ok(mut jobs) => jobs.pop().map(|mut j| {
                         j.events.clear();
                         j

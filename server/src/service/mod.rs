@@ -38,7 +38,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{broadcast, watch};
 
 use crate::cluster::{Cluster, PendingWorkload, RunSpec, WorkloadSpec};
-use crate::db::{Db, DbError, JobQuery, JobRow, NewJob, Transition};
+use crate::db::{Db, DbError, JobMore, JobQuery, JobRow, NewJob, Transition};
 use crate::domain::template::TemplateVersion;
 pub use crate::domain::workload::run_spec;
 
