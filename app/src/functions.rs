@@ -6,12 +6,72 @@ use leptos::server_fn::codec::Json;
 use crate::error::ApiError;
 use crate::model::*;
 
+/// What a request's server functions answer, by key, once per request. Leptos 0.8 builds a
+/// page's body more than once on the server when a `Transition`'s content holds another
+/// resource (its boundary walks the children again once the first resources are in, to
+/// find the nested ones, then builds them for real), so the job page's GPU panel asked for
+/// the job's utilization two or three times per render, the calls overlapping. A call that
+/// finds its key being read waits for that answer. The server gives each request its own
+/// (`memo_viewer`); clones share it.
+#[cfg(feature = "ssr")]
+#[derive(Clone, Default)]
+pub struct RequestMemo(
+    std::sync::Arc<
+        std::sync::Mutex<
+            std::collections::HashMap<String, std::sync::Arc<dyn std::any::Any + Send + Sync>>,
+        >,
+    >,
+);
+
+#[cfg(feature = "ssr")]
+impl RequestMemo {
+    /// The answer to `key`: `read`'s, unless this request has read it or is reading it. A
+    /// key names one type of answer (another type under the same key is read again).
+    pub async fn once<T, F>(&self, key: String, read: impl FnOnce() -> F) -> T
+    where
+        T: Clone + Send + Sync + 'static,
+        F: std::future::Future<Output = T>,
+    {
+        type Cell<T> = tokio::sync::OnceCell<T>;
+        let cell = {
+            let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            match map
+                .get(&key)
+                .and_then(|c| c.clone().downcast::<Cell<T>>().ok())
+            {
+                Some(c) => c,
+                None => {
+                    let c = std::sync::Arc::new(Cell::<T>::new());
+                    map.insert(key, c.clone());
+                    c
+                }
+            }
+        };
+        // Should the call reading it be dropped, the next one waiting reads instead.
+        cell.get_or_init(read).await.clone()
+    }
+}
+
 #[cfg(feature = "ssr")]
 mod ssr {
     use crate::backend::SharedBackend;
     use crate::error::ApiError;
     use crate::model::Viewer;
     use leptos::prelude::use_context;
+
+    /// `read`'s answer, once per request and `key` (see [`super::RequestMemo`]).
+    pub async fn once<T, F>(key: String, read: impl FnOnce() -> F) -> T
+    where
+        T: Clone + Send + Sync + 'static,
+        F: std::future::Future<Output = T>,
+    {
+        let memo = use_context::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<super::RequestMemo>().cloned());
+        match memo {
+            Some(m) => m.once(key, read).await,
+            None => read().await,
+        }
+    }
 
     pub fn backend() -> Result<SharedBackend, ApiError> {
         use_context::<SharedBackend>()
@@ -310,7 +370,11 @@ pub async fn get_usage(days: u32, group_by: String, bucket: String) -> Result<Us
 #[server]
 pub async fn get_job_utilization(id: String) -> Result<JobUtilization, ApiError> {
     let (backend, viewer) = ssr::backend_and_viewer().await?;
-    backend.job_utilization(&viewer, &id).await
+    // The job page's GPU panel is built twice per render on the server (see RequestMemo).
+    ssr::once(format!("job_utilization {id}"), || async {
+        backend.job_utilization(&viewer, &id).await
+    })
+    .await
 }
 
 #[server]

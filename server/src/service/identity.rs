@@ -256,11 +256,13 @@ impl Portal {
 #[derive(Clone, Default)]
 pub struct ViewerMemo(std::sync::Arc<tokio::sync::OnceCell<Option<Viewer>>>);
 
-/// Middleware: gives each request its own [`ViewerMemo`].
+/// Middleware: gives each request its own [`ViewerMemo`] and [`app::functions::RequestMemo`].
 pub async fn memo_viewer(
     mut req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     req.extensions_mut().insert(ViewerMemo::default());
+    req.extensions_mut()
+        .insert(app::functions::RequestMemo::default());
     next.run(req).await
 }

@@ -340,3 +340,61 @@ async fn a_request_reads_its_viewer_once() {
     let v = f.portal.viewer(&request(None)).await.unwrap().unwrap();
     assert!(v.teams.is_empty());
 }
+
+/// A request's [`app::functions::RequestMemo`] keeps each key's first answer for the rest of
+/// the request (the job page's GPU panel is built two or three times per render on the
+/// server, and its later builds read the first's answer), also when the calls overlap;
+/// another key, the same key with another type of answer, and the next request's memo read
+/// again.
+#[tokio::test]
+async fn a_request_memo_answers_each_key_once() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let reads = AtomicU32::new(0);
+    let read = |answer: &'static str| {
+        let reads = &reads;
+        move || async move {
+            reads.fetch_add(1, Ordering::SeqCst);
+            Ok::<String, app::error::ApiError>(answer.to_string())
+        }
+    };
+    let memo = app::functions::RequestMemo::default();
+    let shared = memo.clone();
+    assert_eq!(
+        memo.once("util a".into(), read("first")).await.unwrap(),
+        "first"
+    );
+    assert_eq!(
+        shared.once("util a".into(), read("second")).await.unwrap(),
+        "first"
+    );
+    assert_eq!(
+        reads.load(Ordering::SeqCst),
+        1,
+        "the second call reads the memo"
+    );
+    assert_eq!(
+        memo.once("util b".into(), read("other")).await.unwrap(),
+        "other"
+    );
+    assert_eq!(memo.once("util a".into(), || async { 7u32 }).await, 7);
+    // Calls that overlap read once: the second waits for the first's answer.
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let slow = memo.once("util c".into(), || async {
+        rx.await.unwrap();
+        reads.fetch_add(1, Ordering::SeqCst);
+        Ok::<String, app::error::ApiError>("slow".into())
+    });
+    let waiting = memo.once("util c".into(), read("not read"));
+    let (a, b, ()) = tokio::join!(slow, waiting, async { tx.send(()).unwrap() });
+    assert_eq!(
+        (a.unwrap(), b.unwrap()),
+        ("slow".to_string(), "slow".to_string())
+    );
+    assert_eq!(reads.load(Ordering::SeqCst), 3);
+    let next = app::functions::RequestMemo::default();
+    assert_eq!(
+        next.once("util a".into(), read("again")).await.unwrap(),
+        "again"
+    );
+    assert_eq!(reads.load(Ordering::SeqCst), 4);
+}
