@@ -370,7 +370,8 @@ pub async fn get_usage(days: u32, group_by: String, bucket: String) -> Result<Us
 #[server]
 pub async fn get_job_utilization(id: String) -> Result<JobUtilization, ApiError> {
     let (backend, viewer) = ssr::backend_and_viewer().await?;
-    // The job page's GPU panel is built twice per render on the server (see RequestMemo).
+    // The job page's GPU panel is built two or three times per render on the server (see
+    // RequestMemo).
     ssr::once(format!("job_utilization {id}"), || async {
         backend.job_utilization(&viewer, &id).await
     })

@@ -237,6 +237,18 @@ fn like_pattern(text: &str) -> String {
     p
 }
 
+/// `SELECT` of one row whose column `alias` is a JSON array (as text) of an object of
+/// `fields` (`'name', expression, …`) for each row of `from`, in `order`; `[]` when there are
+/// none. The aggregate keeps the rows' order only when told (an `ORDER BY` inside it).
+fn json_rows(postgres: bool, fields: &str, from: &str, order: &str, alias: &str) -> String {
+    if postgres {
+        // json_agg of no rows is NULL, not an empty array.
+        format!("SELECT COALESCE(json_agg(json_build_object({fields}) ORDER BY {order})::text, '[]') AS {alias} FROM {from}")
+    } else {
+        format!("SELECT json_group_array(json_object({fields}) ORDER BY {order}) AS {alias} FROM {from}")
+    }
+}
+
 /// The jobs of a page from the JSON array in its row's `page` column ([`Db::list_sql`]).
 fn page_rows(row: &AnyRow) -> Result<Vec<JobRow>> {
     let page: String = row.try_get("page")?;
@@ -490,16 +502,8 @@ impl Db {
     /// (events, run intervals and clones as JSON arrays, the origin's name, the template's
     /// state).
     pub(super) fn detail_sql(&self) -> String {
-        let postgres = self.postgres;
-        // A JSON array of `fields` over `from`'s rows in `order`; `[]` when there are none.
         let array = |fields: &str, from: &str, order: &str| {
-            if postgres {
-                format!("COALESCE((SELECT json_agg(json_build_object({fields}) ORDER BY {order})::text FROM {from}), '[]')")
-            } else {
-                format!(
-                    "(SELECT json_group_array(json_object({fields}) ORDER BY {order}) FROM {from})"
-                )
-            }
+            format!("({})", json_rows(self.postgres, fields, from, order, "a"))
         };
         let events = array(
             "'at', e.at, 'kind', e.kind, 'reason', e.reason",
@@ -628,19 +632,19 @@ impl Db {
             .map(|c| format!("'{c}', {c}"))
             .collect::<Vec<_>>()
             .join(", ");
-        let order = "ORDER BY created_at DESC, job_id DESC";
+        let order = "created_at DESC, job_id DESC";
         let page = format!(
-            "SELECT {} FROM job{filter} {order} LIMIT {}",
+            "SELECT {} FROM job{filter} ORDER BY {order} LIMIT {}",
             LIST_COLUMNS.join(", "),
             q.limit.clamp(1, 1000)
         );
-        // The aggregate keeps the page's order only when told (an `ORDER BY` inside it).
-        let sql = if self.postgres {
-            // json_agg of no rows is NULL, not an empty array.
-            format!("SELECT COALESCE(json_agg(json_build_object({fields}) {order})::text, '[]') AS page FROM ({page}) AS p")
-        } else {
-            format!("SELECT json_group_array(json_object({fields}) {order}) AS page FROM ({page})")
-        };
+        let sql = json_rows(
+            self.postgres,
+            &fields,
+            &format!("({page}) AS p"),
+            order,
+            "page",
+        );
         Some((sql, args))
     }
 
