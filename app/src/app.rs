@@ -109,6 +109,7 @@ fn NavBar() -> impl IntoView {
             <Transition fallback=|| ()>
                 {move || Suspend::new(async move {
                     let viewer = viewer.await;
+                    crate::components::built_once().await;
                     // Not for an admin in no team: Launch would refuse them.
                     let launch = !matches!(&viewer, Ok(Some(v)) if !v.can_launch());
                     let who = match viewer {

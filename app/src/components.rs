@@ -130,7 +130,39 @@ where
     if resource.is_disposed() {
         return None;
     }
-    Some(resource.await)
+    let value = resource.await;
+    built_once().await;
+    Some(value)
+}
+
+/// On the server, one turn of the executor between a `Suspend`'s data and the view it
+/// builds, so that the view is built once per render rather than two or three times; in the
+/// browser, nothing. Call it right after the last `.await` on a resource in a `Suspend`
+/// whose view is built by a closure (`move || Suspend::new(…)`); [`loaded`] does.
+///
+/// Leptos 0.8's `Suspense` and `Transition` call such a closure and poll its `Suspend` once
+/// without waiting (`dry_resolve`) when they start, and again once their resources are in,
+/// to find resources read further down; only then do they call it a last time to render. A
+/// `Suspend` whose data were in by that second look built its whole view there only to drop
+/// it, and each resource created in that view (a job's GPU panel, its failing rank's lines)
+/// was fetched and written into the page once more. Waiting for one turn here makes that
+/// look find the `Suspend` not ready, so the view is built for the render alone. Resources
+/// created in the view are read in their own `Suspense`, which waits for them as before.
+pub async fn built_once() {
+    #[cfg(feature = "ssr")]
+    {
+        let mut turned = false;
+        std::future::poll_fn(|cx| {
+            if turned {
+                std::task::Poll::Ready(())
+            } else {
+                turned = true;
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            }
+        })
+        .await
+    }
 }
 
 /// Sets the HTTP status of the page being rendered on the server, so a refused or unknown

@@ -6,13 +6,14 @@ use leptos::server_fn::codec::Json;
 use crate::error::ApiError;
 use crate::model::*;
 
-/// What a request's server functions answer, by key, once per request. Leptos 0.8 builds a
-/// page's body more than once on the server when a `Transition`'s content holds another
-/// resource (its boundary walks the children again once the first resources are in, to
-/// find the nested ones, then builds them for real), so the job page's GPU panel asked for
-/// the job's utilization two or three times per render, the calls overlapping. A call that
-/// finds its key being read waits for that answer. The server gives each request its own
-/// (`memo_viewer`); clones share it.
+/// What a request's server functions answer, by key, once per request. Leptos 0.8 may build
+/// a `Transition`'s content more than once on the server (its boundary walks the children
+/// again once the first resources are in, to find the nested ones, then builds them for
+/// real), and the job page's GPU panel then asked for the job's utilization two or three
+/// times per render, the calls overlapping. [`crate::components::built_once`] now keeps that
+/// walk from building the view; this keeps any view built again from reading again. A call
+/// that finds its key being read waits for that answer. The server gives each request its
+/// own (`memo_viewer`); clones share it.
 #[cfg(feature = "ssr")]
 #[derive(Clone, Default)]
 pub struct RequestMemo(
@@ -370,8 +371,7 @@ pub async fn get_usage(days: u32, group_by: String, bucket: String) -> Result<Us
 #[server]
 pub async fn get_job_utilization(id: String) -> Result<JobUtilization, ApiError> {
     let (backend, viewer) = ssr::backend_and_viewer().await?;
-    // The job page's GPU panel is built two or three times per render on the server (see
-    // RequestMemo).
+    // Once per request, however often the panel is built (see RequestMemo).
     ssr::once(format!("job_utilization {id}"), || async {
         backend.job_utilization(&viewer, &id).await
     })

@@ -5772,6 +5772,40 @@ fn csp_nonce(csp: &str) -> String {
         .to_string()
 }
 
+/// A running job's page carries its GPU panel's data once. Leptos builds a `Transition`'s
+/// view once more on the server to look for resources further down, and each build of the job's
+/// view made a GPU panel whose utilization was fetched and written into the page again (up to
+/// three copies, 9 KB more); `app::components::built_once` keeps that look from building the
+/// view. The utilization's `step_s` is in each copy, and nowhere else on the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_page_carries_its_gpu_data_once() {
+    let db = fresh_database(Target::Sqlite).await;
+    let mut config = config(&db.url);
+    // Every load rendered, not served again.
+    config.server.page_cache_ms = 0;
+    let app = App::start_with(config).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let id = alice.launch(llama(16)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    carol.advance(3 * 3600).await;
+    for round in 0..5 {
+        let html = alice.html(&format!("/jobs/{id}")).await;
+        assert!(
+            html.contains("data-testid=\"gpu-heatmap\""),
+            "round {round}: no heatmap: {html}"
+        );
+        assert_eq!(
+            html.matches("step_s").count(),
+            1,
+            "round {round}: the GPU data is in the page more than once: {html}"
+        );
+    }
+    finish(app, db).await;
+}
+
 /// `http::page_cache`: a page asked for again by the same session, with nothing written and
 /// no other action in between, is served from what was rendered (a fresh nonce each time);
 /// another session never gets it, and a write or an action is seen on the very next load.

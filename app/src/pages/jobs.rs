@@ -144,7 +144,9 @@ fn Jobs() -> impl IntoView {
             </label>
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move {
-                    let names: Vec<String> = pools.await.unwrap_or_default().into_iter().map(|p| p.name).collect();
+                    let pools = pools.await;
+                    crate::components::built_once().await;
+                    let names: Vec<String> = pools.unwrap_or_default().into_iter().map(|p| p.name).collect();
                     let chosen = get("pool").unwrap_or_default();
                     view! {
                         <label>"Pool "

@@ -15,6 +15,7 @@ pub fn LoginPage() -> impl IntoView {
             <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     let options = options.await;
+                    crate::components::built_once().await;
                     let ended = options
                         .as_ref()
                         .ok()

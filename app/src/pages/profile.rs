@@ -59,7 +59,9 @@ fn Profile() -> impl IntoView {
         </section>
         <Transition fallback=|| ()>
             {move || Suspend::new(async move {
-                viewer.await.ok().flatten().map(|v| {
+                let viewer = viewer.await;
+                crate::components::built_once().await;
+                viewer.ok().flatten().map(|v| {
                     let teams = v.teams.iter().map(|m| format!("{} ({})", m.team, if m.role == Role::Lead { "lead" } else { "member" })).collect::<Vec<_>>();
                     view! {
                         <section class="panel" data-testid="profile">
