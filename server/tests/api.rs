@@ -4438,6 +4438,69 @@ async fn read_sse(mut res: reqwest::Response, until: impl Fn(&[String]) -> bool)
     seen
 }
 
+/// A log followed from after the lines a reader has (`since`, as the job page's log panel
+/// follows its first read) sends only lines after them, also once the first look finds none:
+/// the stream then started again from the log's first line, and the page showed the lines it
+/// had twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_followed_since_a_line_never_sends_it_again() {
+    let db = fresh_database(Target::Sqlite).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let job = alice
+        .launch(json!({ "template": "mistral-7b-sft", "gpus": 8, "pool": "hgx-h100" }))
+        .await;
+    assert_eq!(job["state"], "admitted", "{job}");
+    let id = job["id"].as_str().unwrap().to_string();
+    // The first read, as the page makes it: the lines there are when the pods start.
+    let res = alice
+        .http
+        .get(format!("{}/api/v1/jobs/{id}/logs?rank=0", app.base))
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    let logs: Value = res.json().await.unwrap();
+    let had: Vec<Value> = logs["lines"].as_array().unwrap().clone();
+    assert!(!had.is_empty(), "{logs}");
+    let last = had.last().unwrap()["at"].as_str().unwrap().to_string();
+    let since = chrono::DateTime::parse_from_rfc3339(&last).unwrap();
+    let res = alice
+        .http
+        .get(format!(
+            "{}/api/v1/jobs/{id}/logs?follow=true&rank=0&tail=200&since={}",
+            app.base,
+            last.replace('+', "%2B")
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    // Until a line after `since` comes: the clock moves only after the stream has looked
+    // again (every second) with nothing new to send.
+    let after = move |s: &String| {
+        serde_json::from_str::<Value>(s).ok().is_some_and(|l| {
+            l["at"]
+                .as_str()
+                .and_then(|a| chrono::DateTime::parse_from_rfc3339(a).ok())
+                .is_some_and(|a| a > since)
+        })
+    };
+    let follower = tokio::spawn(read_sse(res, move |seen| seen.iter().any(after)));
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    carol.advance(300).await;
+    let seen = follower.await.unwrap();
+    assert!(seen.iter().any(after), "no new line came: {seen:?}");
+    for s in &seen {
+        assert!(
+            after(s),
+            "a line the reader had, sent again: {s} (had {had:?})"
+        );
+    }
+    finish(app, db).await;
+}
+
 /// Logs: per rank and interleaved, as text with kubectl's timestamps, tail, JSON, another
 /// team's job a 404; followed as server-sent events until the job fails (the failing rank's
 /// traceback comes through, then `end`); the failure read from the pods; and after the pods

@@ -223,7 +223,9 @@ async fn follow(
                         }
                     }
                     query.tail = None;
-                    query.since = sent.since(false);
+                    // Nothing sent yet: still after where the reader asked to start, not
+                    // from the log's first line (that sent the reader's last line again).
+                    query.since = sent.since(false).or(query.since);
                     if fresh == 0 && logs.ended {
                         let _ = tx.send(end("ended")).await;
                         return;
@@ -232,7 +234,7 @@ async fn follow(
                     // lines as they are written, until the pods' containers end.
                     if !logs.ended {
                         let from = LogQuery {
-                            since: sent.since(true),
+                            since: sent.since(true).or(query.since),
                             ..query
                         };
                         if let Ok(Some(mut lines)) =
@@ -258,7 +260,7 @@ async fn follow(
                                     _ = tx.closed() => return,
                                 }
                             }
-                            query.since = sent.since(false);
+                            query.since = sent.since(false).or(query.since);
                         }
                     }
                 }
