@@ -4412,6 +4412,19 @@ async fn log_text(c: &Client, id: &str, query: &str) -> (StatusCode, String, Str
     (status, source, res.text().await.unwrap())
 }
 
+/// A job's log as JSON (`Accept: application/json`).
+async fn log_json(c: &Client, id: &str, query: &str) -> Value {
+    c.http
+        .get(format!("{}/api/v1/jobs/{id}/logs?{query}", c.base))
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// The data lines and event names of a server-sent event stream read until `until` says
 /// stop, or 20 s pass.
 async fn read_sse(mut res: reqwest::Response, until: impl Fn(&[String]) -> bool) -> Vec<String> {
@@ -4454,14 +4467,7 @@ async fn a_log_followed_since_a_line_never_sends_it_again() {
     assert_eq!(job["state"], "admitted", "{job}");
     let id = job["id"].as_str().unwrap().to_string();
     // The first read, as the page makes it: the lines there are when the pods start.
-    let res = alice
-        .http
-        .get(format!("{}/api/v1/jobs/{id}/logs?rank=0", app.base))
-        .header("accept", "application/json")
-        .send()
-        .await
-        .unwrap();
-    let logs: Value = res.json().await.unwrap();
+    let logs = log_json(&alice, &id, "rank=0").await;
     let had: Vec<Value> = logs["lines"].as_array().unwrap().clone();
     assert!(!had.is_empty(), "{logs}");
     let last = had.last().unwrap()["at"].as_str().unwrap().to_string();
@@ -4559,14 +4565,7 @@ async fn logs_are_read_followed_and_kept_after_the_pods_go(t: Target) {
     }
     let (status, _) = dave.get(&format!("/api/v1/jobs/{id}/logs")).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "another team's job");
-    let res = alice
-        .http
-        .get(format!("{}/api/v1/jobs/{id}/logs?rank=1", app.base))
-        .header("accept", "application/json")
-        .send()
-        .await
-        .unwrap();
-    let logs: Value = res.json().await.unwrap();
+    let logs = log_json(&alice, &id, "rank=1").await;
     assert_eq!(logs["source"], "cluster");
     assert_eq!(logs["ranks"], 2);
     assert_eq!(logs["lines"][0]["rank"], 1);
