@@ -242,7 +242,16 @@ pub fn LogsPanel(job: Job) -> impl IntoView {
                     {format!("Showing the last {} lines; {} older lines were let go to keep the page fast. Download has the whole log.", crate::format::thousands(MAX_LINES as u64), crate::format::thousands(dropped.get() as u64))}
                 </p>
             })}
-            <div class="log-view" role="log" aria-live="off" data-testid="log-lines" node_ref=pane>
+            // Hidden while it has no lines to show and the message above says why (loading,
+            // or no logs kept): an empty black box read as a broken panel.
+            <div
+                class="log-view"
+                class:log-empty=move || lines.with(Vec::is_empty) && !matches!(note.get(), Some(Ok(None)))
+                role="log"
+                aria-live="off"
+                data-testid="log-lines"
+                node_ref=pane
+            >
                 <For
                     each=move || lines.get()
                     key=|s| s.seq
