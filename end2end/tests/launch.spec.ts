@@ -69,6 +69,9 @@ test.describe.serial("launch, watch the queue, cancel", () => {
     await alice.post(`/api/v1/jobs/${borrower.id}/cancel`);
     await expect(page.getByTestId("job-state")).toHaveText("admitted");
     expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
+    // The log panel appears with its pods' first lines, without a reload.
+    await expect(page.getByTestId("log-lines")).toContainText("--node_rank=0", { timeout: 15_000 });
+    await expect(page.getByTestId("log-lines")).toBeVisible();
     await page.screenshot({ path: `${SHOTS}/job-admitted.png`, fullPage: true });
     await alice.dispose();
   });

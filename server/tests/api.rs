@@ -243,6 +243,7 @@ on_both!(
     every_page_by_role,
     logs_are_read_followed_and_kept_after_the_pods_go,
     rerun_and_clone_keep_the_values_and_link_both_ways,
+    a_job_re_run_more_often_than_its_page_names_numbers_and_counts_them_all,
     webhooks_are_signed_retried_and_sent_once_across_a_restart,
     job_lists_page_search_and_filter_on_the_server,
     templates_page_and_search_on_the_server,
@@ -4682,6 +4683,76 @@ async fn logs_are_read_followed_and_kept_after_the_pods_go(t: Target) {
 /// runtime, once per Idempotency-Key; a clone (`from_job`) records its origin; both pages
 /// link; an older template version is said with its differences, and the current one can be
 /// chosen; a deprecated template takes no re-run; another team's job is a 404.
+/// A job's page names its 20 newest re-runs and clones and says how many older ones there
+/// are; a re-run's number counts them all (it once counted only the 20 the page names, so
+/// every re-run after the 20th was called "re-run 21").
+async fn a_job_re_run_more_often_than_its_page_names_numbers_and_counts_them_all(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let mut first = llama(8);
+    first["name"] = json!("sweep");
+    let id = alice.launch(first).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, _) = alice
+        .post(&format!("/api/v1/jobs/{id}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let mut names = Vec::new();
+    for _ in 0..23 {
+        let (status, again) = alice
+            .post(&format!("/api/v1/jobs/{id}/rerun"), json!({}))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{again}");
+        names.push(again["name"].as_str().unwrap().to_string());
+        // Cancelled at once, so that the team's quota never holds them back.
+        let (status, _) = alice
+            .post(
+                &format!("/api/v1/jobs/{}/cancel", again["id"].as_str().unwrap()),
+                json!({}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let expected: Vec<String> = (1..=23).map(|n| format!("sweep · re-run {n}")).collect();
+    assert_eq!(names, expected);
+    let (_, job) = alice.get(&format!("/api/v1/jobs/{id}")).await;
+    assert_eq!(job["clone_count"], 23, "{job}");
+    let named = job["clones"].as_array().unwrap();
+    assert_eq!(named.len(), 20);
+    assert_eq!(named[0]["name"], "sweep · re-run 23", "the newest first");
+    assert_eq!(named[19]["name"], "sweep · re-run 4");
+    let html = alice.html(&format!("/jobs/{id}")).await;
+    assert!(
+        html.contains("and 3 older (the 20 newest are named)"),
+        "{html}"
+    );
+    // A job whose re-runs are all named says nothing more.
+    let newest = named[0]["id"].as_str().unwrap().to_string();
+    let (status, again) = alice
+        .post(&format!("/api/v1/jobs/{newest}/rerun"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{again}");
+    assert_eq!(
+        again["name"], "sweep · re-run 1",
+        "numbered among its own origin's"
+    );
+    let (_, job) = alice.get(&format!("/api/v1/jobs/{newest}")).await;
+    assert_eq!(
+        (
+            job["clone_count"].as_u64(),
+            job["clones"].as_array().unwrap().len()
+        ),
+        (Some(1), 1)
+    );
+    let html = alice.html(&format!("/jobs/{newest}")).await;
+    assert!(html.contains("data-testid=\"clones\""), "{html}");
+    assert!(!html.contains("clones-older"), "{html}");
+    finish(app, db).await;
+}
+
 async fn rerun_and_clone_keep_the_values_and_link_both_ways(t: Target) {
     let db = fresh_database(t).await;
     let app = App::start(&db).await;
@@ -5865,6 +5936,45 @@ async fn a_job_page_carries_its_gpu_data_once() {
             "round {round}: the GPU data is in the page more than once: {html}"
         );
     }
+    finish(app, db).await;
+}
+
+/// A job's page lists the first 100 jobs ahead of it and says how many there are in all
+/// (its position less one), rather than a table of 100 under a heading that says 100.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_queue_ahead_says_how_many_it_does_not_list() {
+    let db = fresh_database(Target::Sqlite).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let mut ids = Vec::new();
+    for _ in 0..110 {
+        ids.push(
+            alice.launch(llama(16)).await["id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let (_, last) = alice.get(&format!("/api/v1/jobs/{}", ids[109])).await;
+    let position = last["queue_position"].as_u64().expect("queued");
+    assert!(position > 101, "{last}");
+    assert_eq!(last["ahead"].as_array().unwrap().len(), 100);
+    let html = alice.html(&format!("/jobs/{}", ids[109])).await;
+    let heading = format!(
+        "Who is ahead ({} jobs; the first 100 are listed)",
+        position - 1
+    );
+    assert!(html.contains(&heading), "{heading}: {html}");
+    // One whose queue ahead is listed whole says only how many.
+    let (_, near) = alice.get(&format!("/api/v1/jobs/{}", ids[60])).await;
+    let position = near["queue_position"].as_u64().expect("queued");
+    assert!((3..=101).contains(&position), "{near}");
+    assert_eq!(near["ahead"].as_array().unwrap().len() as u64, position - 1);
+    let html = alice.html(&format!("/jobs/{}", ids[60])).await;
+    assert!(
+        html.contains(&format!("Who is ahead ({} jobs)<", position - 1)),
+        "{html}"
+    );
     finish(app, db).await;
 }
 

@@ -59,6 +59,10 @@ pub struct Job {
     /// Jobs cloned or re-run from this one, the newest first (on the job's own page).
     #[serde(default)]
     pub clones: Vec<JobLink>,
+    /// How many jobs were cloned or re-run from this one in all; `clones` names the newest
+    /// (at most 20). 0 in list rows.
+    #[serde(default)]
+    pub clone_count: u64,
     /// Whether the viewer may re-run or clone it (a member of its team).
     #[serde(default)]
     pub can_rerun: bool,

@@ -159,6 +159,9 @@ fn JobBody(page: JobPage) -> impl IntoView {
                                 <a href=format!("/jobs/{}", c.id)>{c.name.clone()}</a>
                                 " "
                             }).collect_view()}
+                            {older_clones(&job).map(|line| view! {
+                                <span class="muted" data-testid="clones-older">{line}</span>
+                            })}
                         </dd>
                     })}
                     {job.gpu_hours.clone().map(|h| view! {
@@ -220,6 +223,36 @@ fn JobBody(page: JobPage) -> impl IntoView {
     }
 }
 
+/// "and 2 older (the 20 newest are named)" when the page names only some of the job's
+/// re-runs and clones; `None` when it names them all.
+fn older_clones(job: &Job) -> Option<String> {
+    let named = job.clones.len() as u64;
+    (job.clone_count > named).then(|| {
+        let older = job.clone_count - named;
+        format!("and {older} older (the {named} newest are named)")
+    })
+}
+
+/// "Who is ahead (3 jobs)", or "Who is ahead (149 jobs; the first 100 are listed)" when the
+/// table lists only some of them.
+fn ahead_summary(listed: usize, total: usize) -> String {
+    let jobs = |n: usize| {
+        if n == 1 {
+            "1 job".to_string()
+        } else {
+            format!("{n} jobs")
+        }
+    };
+    if total > listed {
+        format!(
+            "Who is ahead ({}; the first {listed} are listed)",
+            jobs(total)
+        )
+    } else {
+        format!("Who is ahead ({})", jobs(listed))
+    }
+}
+
 /// "32.0 GPU-h allocated · 20.8 used · 11.2 idle · 65 % efficiency".
 fn gpu_hours_line(h: &crate::model::JobGpuHours) -> String {
     let mut out = format!("{:.1} GPU-h allocated", h.allocated);
@@ -277,7 +310,11 @@ fn headline(job: &Job, now: DateTime<Utc>) -> AnyView {
                 <p class="eta" data-testid="eta">{eta}</p>
                 <p class="reason" data-testid="pending-reason">{reason}</p>
                 {preempted}
-                <AheadTable ahead=job.ahead.clone() now=now/>
+                <AheadTable
+                    ahead=job.ahead.clone()
+                    total=job.queue_position.map_or(0, |p| p.saturating_sub(1) as usize)
+                    now=now
+                />
             }
             .into_any()
         }
@@ -396,21 +433,15 @@ fn failure(job: &Job) -> AnyView {
 }
 
 /// Who is ahead in the pool's queue: team, GPUs, priority and wait for all; name and owner
-/// only for the viewer's own team.
+/// only for the viewer's own team. `total`: how many jobs are ahead (the job's position
+/// less one); the server sends the first 100.
 #[component]
-fn AheadTable(ahead: Vec<AheadJob>, now: DateTime<Utc>) -> impl IntoView {
+fn AheadTable(ahead: Vec<AheadJob>, total: usize, now: DateTime<Utc>) -> impl IntoView {
     if ahead.is_empty() {
         return view! { <p class="muted" data-testid="ahead-none">"Nobody is ahead of this job."</p> }.into_any();
     }
     let count = ahead.len();
-    let summary = format!(
-        "Who is ahead ({})",
-        if count == 1 {
-            "1 job".to_string()
-        } else {
-            format!("{count} jobs")
-        }
-    );
+    let summary = ahead_summary(count, total);
     view! {
         <details class="ahead" open=count <= 10>
             <summary>{summary}</summary>

@@ -178,6 +178,7 @@ mod tests {
             failure: None,
             cloned_from: None,
             clones: vec![],
+            clone_count: 0,
             can_rerun: true,
             version_note: None,
             gpu_hours: None,

@@ -173,6 +173,8 @@ pub struct JobMore {
     pub intervals: Vec<crate::domain::accounting::Run>,
     /// Its re-runs and clones as (id, name), newest first, at most [`MAX_CLONES`].
     pub clones: Vec<(String, String)>,
+    /// How many re-runs and clones it has in all (`clones` names the newest).
+    pub clone_count: u64,
     /// The name of the job it was cloned from, when that job is stored.
     pub origin_name: Option<String>,
     /// Its template's newest version and whether the template is deprecated; `None` when
@@ -522,6 +524,7 @@ impl Db {
         );
         format!(
             "SELECT {JOB_COLUMNS}, {events} AS detail_events, {intervals} AS detail_intervals, {clones} AS detail_clones, \
+             (SELECT COUNT(*) FROM job c WHERE c.cloned_from = j.job_id) AS clone_count, \
              (SELECT o.name FROM job o WHERE o.job_id = j.cloned_from) AS origin_name, \
              (SELECT t.deprecated FROM template t WHERE t.template_id = j.template_id) AS template_deprecated, \
              (SELECT MAX(v.version) FROM template_version v WHERE v.template_id = j.template_id) AS template_newest \
@@ -586,6 +589,7 @@ impl Db {
                     })
                     .collect(),
                 clones: clones.into_iter().map(|c| (c.job_id, c.name)).collect(),
+                clone_count: row.try_get::<i64, _>("clone_count")? as u64,
                 origin_name: row.try_get("origin_name")?,
                 template: deprecated.map(|d| (newest.unwrap_or(0) as u32, d != 0)),
             },

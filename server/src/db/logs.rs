@@ -127,7 +127,18 @@ impl Db {
         Ok(())
     }
 
-    /// The jobs cloned or re-run from `job_id`, the newest first: (id, name, created).
+    /// How many jobs were cloned or re-run from `job_id`.
+    pub async fn count_clones(&self, job_id: &str) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM job WHERE cloned_from = $1")
+            .bind(job_id)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(n as u64)
+    }
+
+    /// The jobs cloned or re-run from `job_id`, the newest first: (id, name, created), at
+    /// most [`super::MAX_CLONES`].
     pub async fn clones_of(&self, job_id: &str) -> Result<Vec<(String, String, DateTime<Utc>)>> {
         let sql = format!("SELECT job_id, name, created_at FROM job WHERE cloned_from = $1 ORDER BY created_at DESC, job_id DESC LIMIT {}", super::MAX_CLONES);
         let rows = sqlx::query(&sql)

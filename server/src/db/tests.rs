@@ -704,6 +704,11 @@ async fn the_job_detail_is_what_the_separate_reads_find(t: &TestDb) {
             .map(|(id, name, _)| (id, name))
             .collect();
         assert_eq!(d.more.clones, clones, "{id}");
+        assert_eq!(
+            d.more.clone_count,
+            db.count_clones(id).await.unwrap(),
+            "{id}"
+        );
         seen_clones += clones.len();
         let origin_name = match &row.cloned_from {
             Some(o) => db
@@ -729,6 +734,7 @@ async fn the_job_detail_is_what_the_separate_reads_find(t: &TestDb) {
     let o = db.job_detail(&origin).await.unwrap();
     assert_eq!(o.more.clones.len(), super::MAX_CLONES);
     assert_eq!(o.more.clones[0].0, "job-clone-21");
+    assert_eq!(o.more.clone_count, 22);
     assert_eq!(o.more.intervals.len(), 2);
     assert_eq!(o.more.intervals.iter().filter(|i| i.3.is_some()).count(), 1);
     assert_eq!(o.more.events.len(), 7);

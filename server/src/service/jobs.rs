@@ -206,6 +206,7 @@ impl Portal {
                 failure: r.failure,
                 cloned_from,
                 clones,
+                clone_count: more.clone_count,
             });
         }
         Ok(jobs)
