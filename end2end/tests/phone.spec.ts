@@ -73,6 +73,15 @@ for (const [user, paths] of Object.entries(PAGES)) {
       expect(box.x + box.width).toBeLessThanOrEqual(PHONE.width);
     }
     await page.screenshot({ path: `${SHOTS}/phone-${user}-menu.png` });
+    // The bell's list opens within the screen: it opened leftwards, off the screen's left
+    // edge, where the document's width never shows it.
+    await page.getByTestId("bell").click();
+    const list = page.getByTestId("notifications");
+    await expect(list).toBeVisible();
+    const b = (await list.boundingBox())!;
+    expect(b.x, "the notifications list starts on the screen").toBeGreaterThanOrEqual(0);
+    expect(b.x + b.width, "and ends on it").toBeLessThanOrEqual(PHONE.width);
+    await page.screenshot({ path: `${SHOTS}/phone-${user}-bell.png` });
     await alice.dispose();
     await carol.dispose();
   });
