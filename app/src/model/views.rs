@@ -655,6 +655,11 @@ pub struct NotificationItem {
     pub read: bool,
 }
 
+/// How many of a person's newest notifications the bell shows.
+pub const NEWEST_NOTIFICATIONS: usize = 50;
+/// How many of a webhook's newest deliveries its log shows.
+pub const NEWEST_DELIVERIES: usize = 100;
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NotificationList {
     pub items: Vec<NotificationItem>,

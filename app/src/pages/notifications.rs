@@ -13,7 +13,9 @@ use crate::functions::{
     mark_all_notifications_read, save_notification_prefs,
 };
 use crate::live::use_live;
-use crate::model::{NewWebhook, NotificationPref, WebhookInfo};
+use crate::model::{
+    NewWebhook, NotificationPref, WebhookInfo, NEWEST_DELIVERIES, NEWEST_NOTIFICATIONS,
+};
 
 const EVENT_LABELS: [(&str, &str); 5] = [
     ("started", "Started (all pods running)"),
@@ -117,7 +119,9 @@ pub fn NotificationBell() -> impl IntoView {
                         Some(Ok(l)) if l.items.is_empty() => view! {
                             <p class="muted" data-testid="no-notifications">"Nothing yet. You are told here when your jobs start, end, are preempted or sit idle."</p>
                         }.into_any(),
-                        Some(Ok(l)) => view! {
+                        Some(Ok(l)) => {
+                            let shown = l.items.len();
+                            view! {
                             <ul class="bell-list">
                                 {l.items.into_iter().map(|n| view! {
                                     <li class:unread=!n.read data-testid="notification">
@@ -126,7 +130,11 @@ pub fn NotificationBell() -> impl IntoView {
                                     </li>
                                 }).collect_view()}
                             </ul>
-                        }.into_any(),
+                            {newest_only(shown, NEWEST_NOTIFICATIONS, "notifications").map(|t| view! {
+                                <p class="muted small" data-testid="notifications-newest">{t}</p>
+                            })}
+                        }.into_any()
+                        }
                     }}
                     <a class="small" href="/profile#notifications">"Notification settings"</a>
                 </div>
@@ -340,7 +348,9 @@ fn Webhooks(
                                 None => view! { <p class="muted">"Loading…"</p> }.into_any(),
                                 Some(Err(e)) => view! { <ErrorBox err=e/> }.into_any(),
                                 Some(Ok(d)) if d.is_empty() => view! { <p class="muted small">"No deliveries yet."</p> }.into_any(),
-                                Some(Ok(d)) => view! {
+                                Some(Ok(d)) => {
+                                    let shown = d.len();
+                                    view! {
                                     <table class="table compact" data-testid="deliveries">
                                         <thead><tr><th>"When (UTC)"</th><th>"Event"</th><th>"State"</th><th class="num">"Attempts"</th><th>"Last answer"</th></tr></thead>
                                         <tbody>
@@ -358,7 +368,11 @@ fn Webhooks(
                                             }).collect_view()}
                                         </tbody>
                                     </table>
-                                }.into_any(),
+                                    {newest_only(shown, NEWEST_DELIVERIES, "deliveries").map(|t| view! {
+                                        <p class="muted small" data-testid="deliveries-newest">{t}</p>
+                                    })}
+                                }.into_any()
+                                }
                             }}
                         </Show>
                     </li>
@@ -405,5 +419,30 @@ fn Webhooks(
             Some(Err(e)) => Some(view! { <ErrorBox err=e/> }.into_any()),
             None => None,
         }}
+    }
+}
+
+/// "The 50 newest notifications are shown; older ones are not." under a list that the server
+/// cut at `cap`; `None` when it holds fewer, so all of them.
+fn newest_only(shown: usize, cap: usize, what: &str) -> Option<String> {
+    (shown >= cap).then(|| format!("The {cap} newest {what} are shown; older ones are not."))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_cut_at_its_cap_says_so_and_a_shorter_one_does_not() {
+        assert_eq!(
+            newest_only(NEWEST_NOTIFICATIONS, NEWEST_NOTIFICATIONS, "notifications").as_deref(),
+            Some("The 50 newest notifications are shown; older ones are not.")
+        );
+        assert_eq!(
+            newest_only(NEWEST_DELIVERIES, NEWEST_DELIVERIES, "deliveries").as_deref(),
+            Some("The 100 newest deliveries are shown; older ones are not.")
+        );
+        assert_eq!(newest_only(49, NEWEST_NOTIFICATIONS, "notifications"), None);
+        assert_eq!(newest_only(0, NEWEST_DELIVERIES, "deliveries"), None);
     }
 }

@@ -211,7 +211,7 @@ impl Portal {
         self.own_webhook(viewer, id).await?;
         Ok(self
             .db
-            .deliveries_of(id, 100)
+            .deliveries_of(id, app::model::NEWEST_DELIVERIES as i64)
             .await?
             .iter()
             .map(delivery_info)
@@ -220,7 +220,10 @@ impl Portal {
 
     /// The viewer's newest notifications and how many are unread.
     pub async fn notifications(&self, viewer: &Viewer) -> Result<NotificationList, Error> {
-        let (items, unread) = self.db.notifications(&viewer.user, 50).await?;
+        let (items, unread) = self
+            .db
+            .notifications(&viewer.user, app::model::NEWEST_NOTIFICATIONS as i64)
+            .await?;
         Ok(NotificationList {
             unread,
             items: items
