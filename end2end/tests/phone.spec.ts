@@ -63,6 +63,26 @@ for (const [user, paths] of Object.entries(PAGES)) {
       const name = p === "JOB" ? "job" : path.replace(/[^a-z0-9]+/gi, "-").replace(/^-|-$/g, "") || "home";
       await page.screenshot({ path: `${SHOTS}/phone-${user}-${name.slice(0, 40)}.png`, fullPage: true });
     }
+    // A row's Cancel confirmation fits the screen once the table is scrolled to it: its
+    // question wrapped nowhere and ran 590 px wide, its "Keep it" past the table's end.
+    // Alice launched it; Bob leads her team; Carol is an admin. Dave cannot see it.
+    if (user !== "dave") {
+      await page.goto("/jobs");
+      await hydrated(page);
+      const row = page.getByTestId(`job-row-${job.id}`);
+      await row.getByTestId("cancel").click();
+      const dialog = row.getByRole("alertdialog");
+      await expect(dialog).toContainText("Cancel e2e-phone?");
+      const keep = dialog.getByRole("button", { name: "Keep it" });
+      await keep.scrollIntoViewIfNeeded();
+      const d = (await dialog.boundingBox())!;
+      expect(d.width, "the confirmation is narrower than the screen").toBeLessThan(PHONE.width);
+      expect(d.x, "and all of it is on the screen").toBeGreaterThanOrEqual(0);
+      expect(d.x + d.width).toBeLessThanOrEqual(PHONE.width);
+      await page.screenshot({ path: `${SHOTS}/phone-${user}-row-cancel.png` });
+      await keep.click();
+      await expect(dialog).toHaveCount(0);
+    }
     // The menu holds who is signed in and Sign out, within the screen.
     await page.goto("/");
     await hydrated(page);
