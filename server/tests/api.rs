@@ -166,6 +166,14 @@ impl Client {
         job
     }
 
+    /// Cancels a job, which must succeed (200).
+    async fn cancel(&self, id: &str) {
+        let (status, body) = self
+            .post(&format!("/api/v1/jobs/{id}/cancel"), json!({}))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+
     async fn advance(&self, seconds: i64) {
         let (status, body) = self
             .post("/api/v1/sim/advance", json!({ "seconds": seconds }))
@@ -2105,10 +2113,7 @@ async fn queue_positions_and_reasons(t: Target) {
     assert_eq!(ahead[0]["priority"], "normal");
 
     // cancelling the job ahead moves the others up
-    let (status, _) = alice
-        .post(&format!("/api/v1/jobs/{bid}/cancel"), json!({}))
-        .await;
-    assert_eq!(status, StatusCode::OK);
+    alice.cancel(bid).await;
     let (_, w) = alice.get(&format!("/api/v1/jobs/{wid}")).await;
     assert_eq!(w["queue_position"], 1);
     let vid = vision["id"].as_str().unwrap();
@@ -2302,10 +2307,7 @@ async fn bad_input_gets_a_clear_error(t: Target) {
         .launch(json!({ "template": "mistral-7b-sft", "gpus": 8 }))
         .await;
     let id = job["id"].as_str().unwrap();
-    let (s, _) = alice
-        .post(&format!("/api/v1/jobs/{id}/cancel"), json!({}))
-        .await;
-    assert_eq!(s, StatusCode::OK);
+    alice.cancel(id).await;
     let (s, e) = alice
         .post(&format!("/api/v1/jobs/{id}/cancel"), json!({}))
         .await;
@@ -2427,10 +2429,7 @@ async fn authorization_of_cancel_and_reads(t: Target) {
     // carol, an admin, sees all and may cancel any; only she may move the sim clock
     let (_, all) = carol.get("/api/v1/jobs").await;
     assert_eq!(all["jobs"].as_array().unwrap().len(), 3);
-    let (s, _) = carol
-        .post(&format!("/api/v1/jobs/{dave_id}/cancel"), json!({}))
-        .await;
-    assert_eq!(s, StatusCode::OK);
+    carol.cancel(dave_id).await;
     let (s, _) = alice
         .post("/api/v1/sim/advance", json!({ "seconds": 60 }))
         .await;
@@ -3901,13 +3900,7 @@ async fn usage_counts_gpu_hours_from_admission_to_the_end(t: Target) {
     assert_eq!(waited["state"], "queued", "{waited}");
     carol.advance(3600).await;
     for j in [&ran, &waited] {
-        let (s, _) = alice
-            .post(
-                &format!("/api/v1/jobs/{}/cancel", j["id"].as_str().unwrap()),
-                json!({}),
-            )
-            .await;
-        assert_eq!(s, StatusCode::OK);
+        alice.cancel(j["id"].as_str().unwrap()).await;
     }
     // Time after the end adds nothing.
     carol.advance(3600).await;
@@ -4696,10 +4689,7 @@ async fn a_job_re_run_more_often_than_its_page_names_numbers_and_counts_them_all
         .as_str()
         .unwrap()
         .to_string();
-    let (status, _) = alice
-        .post(&format!("/api/v1/jobs/{id}/cancel"), json!({}))
-        .await;
-    assert_eq!(status, StatusCode::OK);
+    alice.cancel(&id).await;
     let mut names = Vec::new();
     for _ in 0..23 {
         let (status, again) = alice
@@ -4708,13 +4698,7 @@ async fn a_job_re_run_more_often_than_its_page_names_numbers_and_counts_them_all
         assert_eq!(status, StatusCode::CREATED, "{again}");
         names.push(again["name"].as_str().unwrap().to_string());
         // Cancelled at once, so that the team's quota never holds them back.
-        let (status, _) = alice
-            .post(
-                &format!("/api/v1/jobs/{}/cancel", again["id"].as_str().unwrap()),
-                json!({}),
-            )
-            .await;
-        assert_eq!(status, StatusCode::OK);
+        alice.cancel(again["id"].as_str().unwrap()).await;
     }
     let expected: Vec<String> = (1..=23).map(|n| format!("sweep · re-run {n}")).collect();
     assert_eq!(names, expected);
@@ -4774,10 +4758,7 @@ async fn rerun_and_clone_keep_the_values_and_link_both_ways(t: Target) {
         }))
         .await;
     let id = first["id"].as_str().unwrap().to_string();
-    let (status, _) = alice
-        .post(&format!("/api/v1/jobs/{id}/cancel"), json!({}))
-        .await;
-    assert_eq!(status, StatusCode::OK);
+    alice.cancel(&id).await;
 
     let (status, again) = alice
         .post_with(
@@ -5758,10 +5739,7 @@ async fn every_page_by_role(t: Target) {
     let (_, list) = bob.page("/jobs").await;
     assert_eq!(list.matches(CANCEL).count(), 2, "{list}");
     // A finished job offers no cancel, even to its owner.
-    let (s, _) = alice
-        .post(&format!("/api/v1/jobs/{alices}/cancel"), json!({}))
-        .await;
-    assert_eq!(s, StatusCode::OK);
+    alice.cancel(&alices).await;
     let (s, page) = alice.page(&alice_job).await;
     assert_eq!(s, StatusCode::OK);
     assert!(!page.contains(CANCEL), "{page}");
