@@ -56,6 +56,17 @@ for (const [user, paths] of Object.entries(PAGES)) {
         }));
         expect(params.table, `${path} as ${user}: the parameters table fits its panel`).toBeLessThanOrEqual(params.panel);
       }
+      if (path === "/profile") {
+        // The notification settings: every checkbox on the screen, not behind a sideways
+        // scroll (only the Event column showed at 390 px).
+        const prefs = await page.getByTestId("notification-prefs").evaluate((t) => ({
+          table: t.scrollWidth,
+          panel: t.closest(".panel")!.clientWidth,
+          right: Math.max(...[...t.querySelectorAll("input[type=checkbox]")].map((c) => c.getBoundingClientRect().right)),
+        }));
+        expect(prefs.table, `${path} as ${user}: the notification settings fit their panel`).toBeLessThanOrEqual(prefs.panel);
+        expect(prefs.right, `${path} as ${user}: every checkbox is on the screen`).toBeLessThanOrEqual(PHONE.width);
+      }
       if (path.startsWith("/launch/")) {
         const fit = (await page.getByTestId("fit-line").boundingBox())!;
         expect(fit.x + fit.width, "the fit line is in view").toBeLessThanOrEqual(PHONE.width);
