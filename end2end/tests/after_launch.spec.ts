@@ -97,6 +97,17 @@ test("a failed job shows why with its highlighted lines; Re-run and Clone land o
   await page.goto(`/jobs/${job.id}`);
   await expect(page.getByTestId("clones")).toContainText("e2e-oom · clone");
   await expect(page.getByTestId("clones")).toContainText("e2e-oom · re-run 1");
+  // A re-run launched elsewhere (a teammate, another tab) shows up on the open page without
+  // a reload: the page follows new re-runs and clones of its job.
+  await hydrated(page);
+  const bob = await apiAs(baseURL!, "bob");
+  const again = await bob.post(`/api/v1/jobs/${job.id}/rerun`);
+  expect(again.status()).toBe(201);
+  const second = await again.json();
+  await expect(page.getByTestId("clones").locator(`a[href="/jobs/${second.id}"]`)).toHaveText(second.name, {
+    timeout: 10_000,
+  });
+  await bob.dispose();
   await alice.dispose();
   await carol.dispose();
 });

@@ -29,19 +29,25 @@ fn JobDetail() -> impl IntoView {
     let live = use_live();
     let params = use_params_map();
     let id = move || params.read().get("id").unwrap_or_default();
-    // Its own job's changes at once (folded over 150 ms); its pool's queue moving, while it
-    // waits in it, at most once a second. Nothing else refetches the page.
+    // What the page shows that other jobs' changes move: its pool and whether it waits in
+    // it, and the re-runs and clones it names.
+    let shown = StoredValue::new(None::<Shown>);
+    // Its own job's changes at once (folded over 150 ms), and a re-run or clone of it that the
+    // page does not name yet (launched in another tab, or by a teammate): its link is added.
+    // Its pool's queue moving, while it waits in it, at most once a second. Nothing else
+    // refetches the page.
     let own = live.throttled(std::time::Duration::from_millis(150), move |c| {
-        params
-            .with_untracked(|p| p.get("id"))
-            .is_some_and(|id| c.job_id == id)
+        params.with_untracked(|p| p.get("id")).is_some_and(|id| {
+            c.job_id == id
+                || shown
+                    .try_with_value(|s| is_new_clone(c, &id, s.as_ref()))
+                    .unwrap_or(false)
+        })
     });
-    let shown = StoredValue::new(None::<(String, bool)>);
     let queue = live.throttled(std::time::Duration::from_secs(1), move |c| {
         shown
-            .try_get_value()
-            .flatten()
-            .is_some_and(|(pool, queued)| queued && c.pool == pool)
+            .try_with_value(|s| s.as_ref().is_some_and(|s| s.queued && c.pool == s.pool))
+            .unwrap_or(false)
     });
     let page = Resource::new(
         move || (id(), own.get(), queue.get()),
@@ -65,8 +71,13 @@ fn JobDetail() -> impl IntoView {
             {move || Suspend::new(async move {
                 loaded(page).await.map(|r| match r {
                     Ok(p) => {
-                        // What the queue's moves are checked against.
-                        shown.try_set_value(Some((p.job.pool.clone(), p.job.state == JobState::Queued)));
+                        // What other jobs' changes are checked against.
+                        shown.try_set_value(Some(Shown {
+                            pool: p.job.pool.clone(),
+                            queued: p.job.state == JobState::Queued,
+                            clones: p.job.clones.iter().map(|c| c.id.clone()).collect(),
+                            read_at: p.now,
+                        }));
                         view! { <JobBody page=p/> }.into_any()
                     }
                     // Unknown, or another team's: 404 either way, as the API answers.
@@ -75,6 +86,30 @@ fn JobDetail() -> impl IntoView {
             })}
         </Transition>
     }
+}
+
+/// What a job's page shows that changes to other jobs can move.
+struct Shown {
+    pool: String,
+    queued: bool,
+    /// The re-runs and clones it names (the 20 newest of them).
+    clones: Vec<String>,
+    /// The cluster's clock when the page was read: a re-run launched since is not named.
+    read_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// A change to a re-run or clone of job `id` launched since its page was read, which the
+/// page does not name yet. (An older one that is not named stays unnamed: only the newest
+/// are, and its changes refetch nothing.)
+fn is_new_clone(c: &crate::live::Change, id: &str, shown: Option<&Shown>) -> bool {
+    let (Some(row), Some(shown)) = (c.row.as_ref(), shown) else {
+        return false;
+    };
+    row.cloned_from.as_ref().is_some_and(|f| f.id == id)
+        // To the millisecond: a job's time is stored so, the clock is finer (and a manual
+        // clock stands still between the two).
+        && row.created_at.timestamp_millis() >= shown.read_at.timestamp_millis()
+        && !shown.clones.contains(&row.id)
 }
 
 #[component]
@@ -509,6 +544,70 @@ fn capitalise(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::Change;
+    use crate::model::JobLink;
+    use crate::pages::jobs_live::tests::{job, t};
+
+    /// A change to job `id`, cloned from `from`, launched at `at`.
+    fn clone_change(id: &str, from: &str, at: i64) -> Change {
+        let mut row = job(id, at, JobState::Queued, "hgx-h100", Some(1));
+        row.cloned_from = Some(JobLink {
+            id: from.into(),
+            name: "origin".into(),
+        });
+        Change {
+            seq: 1,
+            job_id: id.into(),
+            pool: "hgx-h100".into(),
+            row: Some(Box::new(row)),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_page_follows_a_re_run_launched_since_it_was_read_and_not_an_older_one() {
+        let shown = Shown {
+            pool: "hgx-h100".into(),
+            queued: false,
+            clones: vec!["named".into()],
+            read_at: t(100) + chrono::Duration::nanoseconds(146_379_082),
+        };
+        // Launched since the page was read (in the same millisecond counts: a stored time
+        // has no finer part), and not named: its link is missing.
+        let mut same_ms = clone_change("new", "origin-id", 100);
+        same_ms.row.as_mut().unwrap().created_at = t(100) + chrono::Duration::milliseconds(146);
+        assert!(is_new_clone(&same_ms, "origin-id", Some(&shown)));
+        assert!(is_new_clone(
+            &clone_change("new", "origin-id", 160),
+            "origin-id",
+            Some(&shown)
+        ));
+        // Named already; older than the page (beyond the 20 it names); another job's clone;
+        // a change without a row; a page not read yet.
+        assert!(!is_new_clone(
+            &clone_change("named", "origin-id", 160),
+            "origin-id",
+            Some(&shown)
+        ));
+        assert!(!is_new_clone(
+            &clone_change("old", "origin-id", 99),
+            "origin-id",
+            Some(&shown)
+        ));
+        assert!(!is_new_clone(
+            &clone_change("new", "other-id", 160),
+            "origin-id",
+            Some(&shown)
+        ));
+        let mut no_row = clone_change("new", "origin-id", 160);
+        no_row.row = None;
+        assert!(!is_new_clone(&no_row, "origin-id", Some(&shown)));
+        assert!(!is_new_clone(
+            &clone_change("new", "origin-id", 160),
+            "origin-id",
+            None
+        ));
+    }
 
     #[test]
     fn an_ended_headline_names_its_state_once() {

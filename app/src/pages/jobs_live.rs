@@ -140,15 +140,15 @@ fn queued_behind(list: &JobList, pool: &str, id: &str, from: u32) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use chrono::{DateTime, TimeZone, Utc};
 
-    fn t(s: i64) -> DateTime<Utc> {
+    pub(crate) fn t(s: i64) -> DateTime<Utc> {
         Utc.timestamp_opt(1_800_000_000 + s, 0).unwrap()
     }
 
-    fn job(id: &str, at: i64, state: JobState, pool: &str, pos: Option<u32>) -> Job {
+    pub(crate) fn job(id: &str, at: i64, state: JobState, pool: &str, pos: Option<u32>) -> Job {
         Job {
             id: id.into(),
             name: format!("run-{id}"),
