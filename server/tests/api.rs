@@ -4677,8 +4677,9 @@ async fn logs_are_read_followed_and_kept_after_the_pods_go(t: Target) {
 /// link; an older template version is said with its differences, and the current one can be
 /// chosen; a deprecated template takes no re-run; another team's job is a 404.
 /// A job's page names its 20 newest re-runs and clones and says how many older ones there
-/// are; a re-run's number counts them all (it once counted only the 20 the page names, so
-/// every re-run after the 20th was called "re-run 21").
+/// are; a re-run's number follows every earlier one (it once counted only the 20 the page
+/// names, so every re-run after the 20th was called "re-run 21"; and a re-run of a re-run was
+/// numbered among its own, so it was "re-run 1" again).
 async fn a_job_re_run_more_often_than_its_page_names_numbers_and_counts_them_all(t: Target) {
     let db = fresh_database(t).await;
     let app = App::start(&db).await;
@@ -4720,8 +4721,8 @@ async fn a_job_re_run_more_often_than_its_page_names_numbers_and_counts_them_all
         .await;
     assert_eq!(status, StatusCode::CREATED, "{again}");
     assert_eq!(
-        again["name"], "sweep · re-run 1",
-        "numbered among its own origin's"
+        again["name"], "sweep · re-run 24",
+        "a re-run of a re-run takes the next number, not its origin's 1 again"
     );
     let (_, job) = alice.get(&format!("/api/v1/jobs/{newest}")).await;
     assert_eq!(
@@ -4854,7 +4855,10 @@ async fn rerun_and_clone_keep_the_values_and_link_both_ways(t: Target) {
         .await;
     assert_eq!(status, StatusCode::CREATED, "{old}");
     assert_eq!(old["template_version"], 1, "as it was");
-    assert_eq!(old["name"], "neox-sweep · re-run 3");
+    assert_eq!(
+        old["name"], "neox-sweep · re-run 2",
+        "re-runs are numbered among re-runs: the clone in between takes no number"
+    );
     let (status, new) = alice
         .post(
             &format!("/api/v1/jobs/{id}/rerun"),
@@ -4864,6 +4868,7 @@ async fn rerun_and_clone_keep_the_values_and_link_both_ways(t: Target) {
     assert_eq!(status, StatusCode::CREATED, "{new}");
     assert_eq!(new["template_version"], 2);
     assert_eq!(new["params"]["epochs"], 7);
+    assert_eq!(new["name"], "neox-sweep · re-run 3");
 
     let res = carol
         .http

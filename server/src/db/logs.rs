@@ -137,6 +137,36 @@ impl Db {
         Ok(n as u64)
     }
 
+    /// The highest `N` among team `team`'s jobs named `"{base} · re-run N"` (0 when there
+    /// is none): a re-run takes the next number, so that re-running a re-run, or a clone in
+    /// between, neither repeats a name nor skips a number.
+    pub async fn last_rerun_number(&self, team: &str, base: &str) -> Result<u64> {
+        let prefix = format!("{base} · re-run ");
+        // LIKE narrows (SQLite's ignores ASCII case); the exact prefix is checked below.
+        let pattern = format!(
+            "{}%",
+            prefix
+                .replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_")
+        );
+        let names: Vec<String> = sqlx::query_scalar(
+            "SELECT name FROM job WHERE team_id = $1 AND name LIKE $2 ESCAPE '\\'",
+        )
+        .bind(team)
+        .bind(pattern)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(map_err)?;
+        Ok(names
+            .iter()
+            .filter_map(|n| n.strip_prefix(&prefix))
+            .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+            .filter_map(|n| n.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0))
+    }
+
     /// The jobs cloned or re-run from `job_id`, the newest first: (id, name, created), at
     /// most [`super::MAX_CLONES`].
     pub async fn clones_of(&self, job_id: &str) -> Result<Vec<(String, String, DateTime<Utc>)>> {

@@ -770,3 +770,77 @@ async fn the_job_detail_is_what_the_separate_reads_find_on_postgres() {
     the_job_detail_is_what_the_separate_reads_find(&db).await;
     db.drop_database().await;
 }
+
+/// A re-run's number is the next after the highest `"{base} · re-run N"` of its team: exact
+/// names only (LIKE's `%` and `_` in a name are literal, case counts, the suffix is digits),
+/// and another team's names do not count.
+async fn the_last_re_run_number_is_of_exact_names_in_the_team(t: &TestDb) {
+    let db = Db::connect(&t.url, 2).await.expect("connect");
+    crate::seed::seed_catalog(&db, Utc::now()).await.unwrap();
+    let params = serde_json::Map::new();
+    let at = Utc.with_ymd_and_hms(2026, 11, 20, 22, 0, 0).unwrap();
+    let names = [
+        ("nlp", "100%_eval · re-run 2"),
+        ("nlp", "100%_eval · re-run 7"),
+        // Not of "100%_eval": LIKE's wildcards would match these, the names do not.
+        ("nlp", "100xyeval · re-run 40"),
+        ("nlp", "100%_EVAL · re-run 30"),
+        ("nlp", "100%_eval · re-run 9b"),
+        ("nlp", "100%_eval · re-run "),
+        ("nlp", "100%_eval · re-run 3 · re-run 1"),
+        // Another team's.
+        ("vision", "100%_eval · re-run 50"),
+    ];
+    for (i, (team, name)) in names.iter().enumerate() {
+        db.insert_job(
+            &NewJob {
+                id: &format!("rerun-{i}"),
+                name,
+                template: "llama-3.1-8b-fsdp",
+                template_version: 1,
+                team,
+                user: if *team == "nlp" { "alice" } else { "dave" },
+                pool: "hgx-h100",
+                gpus: 8,
+                priority: Priority::Normal,
+                params: &params,
+                max_runtime_s: 3600,
+                idempotency_key: None,
+                request_body: "{}",
+                created_at: at,
+                cloned_from: None,
+            },
+            "launched",
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(db.last_rerun_number("nlp", "100%_eval").await.unwrap(), 7);
+    assert_eq!(
+        db.last_rerun_number("vision", "100%_eval").await.unwrap(),
+        50
+    );
+    assert_eq!(
+        db.last_rerun_number("nlp", "100%_eval · re-run 3")
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(db.last_rerun_number("nlp", "plain").await.unwrap(), 0);
+    assert_eq!(
+        db.last_rerun_number("speech", "100%_eval").await.unwrap(),
+        0
+    );
+}
+
+#[tokio::test]
+async fn the_last_re_run_number_is_of_exact_names_in_the_team_on_sqlite() {
+    the_last_re_run_number_is_of_exact_names_in_the_team(&TestDb::sqlite()).await;
+}
+
+#[tokio::test]
+async fn the_last_re_run_number_is_of_exact_names_in_the_team_on_postgres() {
+    let db = TestDb::postgres().await;
+    the_last_re_run_number_is_of_exact_names_in_the_team(&db).await;
+    db.drop_database().await;
+}

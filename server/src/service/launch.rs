@@ -448,7 +448,7 @@ impl Portal {
             Some((b, n)) if n.chars().all(|c| c.is_ascii_digit()) => b.to_string(),
             _ => row.name.clone(),
         };
-        let n = self.db.count_clones(id).await? + 1;
+        let n = self.db.last_rerun_number(&row.team, &base).await? + 1;
         let req = LaunchRequest {
             template: row.template.clone(),
             gpus: row.gpus,
