@@ -11,11 +11,15 @@
 //! measures; each page is also measured with that cache off ("rendered"), the cost of every
 //! load after a change, and the share of loads the cache answered is printed.
 //!
+//! Under the four pages two references are measured the same way: `/login` signed in (the
+//! smallest page: the shell and the nav bar, two statements), which is about where any page
+//! on this stack can get, and the Jobs page's data as JSON without the page
+//! (`/api/v1/jobs?limit=50`).
+//!
 //! `GANTRY_BENCH_SECONDS` (default 5) and `GANTRY_BENCH_CONNECTIONS` (default 32) set the
 //! load; `GANTRY_BENCH_PAGES` (say `jobs,pools`: words of the page names) measures only those,
-//! to profile one page at a time, and `GANTRY_BENCH_PATH` adds another path (page `other`):
-//! `/api/v1/jobs?limit=50` is the Jobs page's data (its three statements and JSON) without the
-//! page, which tells the database's share of a rendered Jobs page from Leptos's.
+//! to profile one page at a time (`ref` for the references), and `GANTRY_BENCH_PATH` adds
+//! another path (page `other`).
 //! `GANTRY_BENCH_RENDERED_ONLY=1` skips the cached figure (to profile rendering alone).
 //! `GANTRY_BENCH_LOG` is a tracing filter for the server's log on stderr: `sqlx::query=debug`
 //! lists every statement a page makes, with its time. Both servers and the load run in this
@@ -160,6 +164,12 @@ async fn run() -> anyhow::Result<()> {
         ("Jobs (50 rows)", "/jobs".to_string()),
         ("job page", format!("/jobs/{job_id}")),
         ("Pools", "/pools".to_string()),
+        // Two references, printed under the pages, to read their figures against: the
+        // smallest page (the shell, the nav bar and the sign-in options; two statements),
+        // and the Jobs page's own data as JSON without the page (its statement and
+        // serialization, no view).
+        ("ref: /login", "/login".to_string()),
+        ("ref: Jobs JSON", "/api/v1/jobs?limit=50".to_string()),
     ];
     // Any other path, for comparison (say `/api/v1/me`, or a page not in the list).
     if let Ok(path) = std::env::var("GANTRY_BENCH_PATH") {
@@ -209,6 +219,9 @@ async fn run() -> anyhow::Result<()> {
         let lower = name.to_lowercase();
         if !only.is_empty() && !only.iter().any(|w| lower.contains(w.as_str())) {
             continue;
+        }
+        if name.starts_with("ref:") && !pages[i - 1].0.starts_with("ref:") {
+            println!("references (not pages the goal is for):");
         }
         // A second of the same load first, unmeasured, for both: connections opened, caches
         // and the allocator warm, and the demo's first admissions (a burst of writes in the
