@@ -62,8 +62,10 @@ for (const [user, paths] of Object.entries(PAGES)) {
         const prefs = await page.getByTestId("notification-prefs").evaluate((t) => ({
           table: t.scrollWidth,
           panel: t.closest(".panel")!.clientWidth,
+          boxes: t.querySelectorAll("input[type=checkbox]").length,
           right: Math.max(...[...t.querySelectorAll("input[type=checkbox]")].map((c) => c.getBoundingClientRect().right)),
         }));
+        expect(prefs.boxes, `${path} as ${user}: the notification settings have their checkboxes`).toBeGreaterThan(0);
         expect(prefs.table, `${path} as ${user}: the notification settings fit their panel`).toBeLessThanOrEqual(prefs.panel);
         expect(prefs.right, `${path} as ${user}: every checkbox is on the screen`).toBeLessThanOrEqual(PHONE.width);
       }
