@@ -576,37 +576,51 @@ mod tests {
         // has no finer part), and not named: its link is missing.
         let mut same_ms = clone_change("new", "origin-id", 100);
         same_ms.row.as_mut().unwrap().created_at = t(100) + chrono::Duration::milliseconds(146);
-        assert!(is_new_clone(&same_ms, "origin-id", Some(&shown)));
-        assert!(is_new_clone(
-            &clone_change("new", "origin-id", 160),
-            "origin-id",
-            Some(&shown)
-        ));
-        // Named already; older than the page (beyond the 20 it names); another job's clone;
-        // a change without a row; a page not read yet.
-        assert!(!is_new_clone(
-            &clone_change("named", "origin-id", 160),
-            "origin-id",
-            Some(&shown)
-        ));
-        assert!(!is_new_clone(
-            &clone_change("old", "origin-id", 99),
-            "origin-id",
-            Some(&shown)
-        ));
-        assert!(!is_new_clone(
-            &clone_change("new", "other-id", 160),
-            "origin-id",
-            Some(&shown)
-        ));
         let mut no_row = clone_change("new", "origin-id", 160);
         no_row.row = None;
-        assert!(!is_new_clone(&no_row, "origin-id", Some(&shown)));
-        assert!(!is_new_clone(
-            &clone_change("new", "origin-id", 160),
-            "origin-id",
-            None
-        ));
+        for (what, change, page, new) in [
+            (
+                "launched in the read's millisecond",
+                same_ms,
+                Some(&shown),
+                true,
+            ),
+            (
+                "launched later",
+                clone_change("new", "origin-id", 160),
+                Some(&shown),
+                true,
+            ),
+            // Named already; older than the page (beyond the 20 it names); another job's
+            // clone; a change without a row; a page not read yet.
+            (
+                "named",
+                clone_change("named", "origin-id", 160),
+                Some(&shown),
+                false,
+            ),
+            (
+                "older",
+                clone_change("old", "origin-id", 99),
+                Some(&shown),
+                false,
+            ),
+            (
+                "another's",
+                clone_change("new", "other-id", 160),
+                Some(&shown),
+                false,
+            ),
+            ("no row", no_row, Some(&shown), false),
+            (
+                "not read",
+                clone_change("new", "origin-id", 160),
+                None,
+                false,
+            ),
+        ] {
+            assert_eq!(is_new_clone(&change, "origin-id", page), new, "{what}");
+        }
     }
 
     #[test]

@@ -31,6 +31,35 @@ impl Lcg {
     }
 }
 
+/// A job to store: 8 GPUs of llama-3.1-8b-fsdp v1 in hgx-h100, normal priority, an hour's
+/// max runtime, no idempotency key, not a clone. Tests change what they vary with `..`.
+fn new_job<'a>(
+    id: &'a str,
+    name: &'a str,
+    team: &'a str,
+    user: &'a str,
+    params: &'a serde_json::Map<String, serde_json::Value>,
+    created_at: DateTime<Utc>,
+) -> NewJob<'a> {
+    NewJob {
+        id,
+        name,
+        template: "llama-3.1-8b-fsdp",
+        template_version: 1,
+        team,
+        user,
+        pool: "hgx-h100",
+        gpus: 8,
+        priority: Priority::Normal,
+        params,
+        max_runtime_s: 3600,
+        idempotency_key: None,
+        request_body: "{}",
+        created_at,
+        cloned_from: None,
+    }
+}
+
 async fn jobs_agree(db: &TestDb) {
     let db = Db::connect(&db.url, 4).await.expect("connect");
     crate::seed::seed_catalog(&db, Utc::now()).await.unwrap();
@@ -70,21 +99,9 @@ async fn jobs_agree(db: &TestDb) {
         };
         db.insert_job(
             &NewJob {
-                id: &m.id,
-                name: &m.name,
                 template: &m.template,
-                template_version: 1,
-                team: &m.team,
-                user: &m.user,
                 pool: &m.pool,
-                gpus: 8,
-                priority: Priority::Normal,
-                params: &params,
-                max_runtime_s: 3600,
-                idempotency_key: None,
-                request_body: "{}",
-                created_at: m.created_at,
-                cloned_from: None,
+                ..new_job(&m.id, &m.name, &m.team, &m.user, &params, m.created_at)
             },
             "launched",
         )
@@ -228,22 +245,20 @@ async fn list_rows_are_the_stored_jobs(t: &TestDb) {
         let origin = format!("job-{:02}", i.saturating_sub(1));
         db.insert_job(
             &NewJob {
-                id: &id,
-                name: names[i % names.len()],
-                template: "llama-3.1-8b-fsdp",
-                template_version: 1,
-                team: "nlp",
-                user: if i % 2 == 0 { "alice" } else { "bob" },
-                pool: "hgx-h100",
                 gpus: 8 * (i as u32 % 3 + 1),
                 priority: [Priority::Low, Priority::Normal, Priority::High][i % 3],
-                params: &params,
                 max_runtime_s: 3600 + i as u64,
-                idempotency_key: None,
                 request_body: "{\"name\": \"x\"}",
-                // Pairs on the same millisecond: the id decides their order.
-                created_at: start + Duration::milliseconds(i as i64 / 2),
                 cloned_from: (i % 4 == 3).then_some(origin.as_str()),
+                ..new_job(
+                    &id,
+                    names[i % names.len()],
+                    "nlp",
+                    if i % 2 == 0 { "alice" } else { "bob" },
+                    &params,
+                    // Pairs on the same millisecond: the id decides their order.
+                    start + Duration::milliseconds(i as i64 / 2),
+                )
             },
             "launched",
         )
@@ -554,21 +569,12 @@ async fn the_job_detail_is_what_the_separate_reads_find(t: &TestDb) {
             async move {
                 db.insert_job(
                     &NewJob {
-                        id: &id,
-                        name: &name,
                         template: &template,
                         template_version: version,
-                        team: "nlp",
-                        user: "alice",
-                        pool: "hgx-h100",
                         gpus: 16,
-                        priority: Priority::Normal,
-                        params,
                         max_runtime_s: 7200,
-                        idempotency_key: None,
-                        request_body: "{}",
-                        created_at: at,
                         cloned_from: origin.as_deref(),
+                        ..new_job(&id, &name, "nlp", "alice", params, at)
                     },
                     "launched",
                 )
@@ -793,23 +799,14 @@ async fn the_last_re_run_number_is_of_exact_names_in_the_team(t: &TestDb) {
     ];
     for (i, (team, name)) in names.iter().enumerate() {
         db.insert_job(
-            &NewJob {
-                id: &format!("rerun-{i}"),
+            &new_job(
+                &format!("rerun-{i}"),
                 name,
-                template: "llama-3.1-8b-fsdp",
-                template_version: 1,
                 team,
-                user: if *team == "nlp" { "alice" } else { "dave" },
-                pool: "hgx-h100",
-                gpus: 8,
-                priority: Priority::Normal,
-                params: &params,
-                max_runtime_s: 3600,
-                idempotency_key: None,
-                request_body: "{}",
-                created_at: at,
-                cloned_from: None,
-            },
+                if *team == "nlp" { "alice" } else { "dave" },
+                &params,
+                at,
+            ),
             "launched",
         )
         .await
