@@ -252,6 +252,7 @@ on_both!(
     logs_are_read_followed_and_kept_after_the_pods_go,
     rerun_and_clone_keep_the_values_and_link_both_ways,
     a_job_re_run_more_often_than_its_page_names_numbers_and_counts_them_all,
+    re_runs_of_one_name_sent_together_get_different_numbers,
     webhooks_are_signed_retried_and_sent_once_across_a_restart,
     job_lists_page_search_and_filter_on_the_server,
     templates_page_and_search_on_the_server,
@@ -4735,6 +4736,32 @@ async fn a_job_re_run_more_often_than_its_page_names_numbers_and_counts_them_all
     let html = alice.html(&format!("/jobs/{newest}")).await;
     assert!(html.contains("data-testid=\"clones\""), "{html}");
     assert!(!html.contains("clones-older"), "{html}");
+    finish(app, db).await;
+}
+
+/// Re-runs of one name sent at the same moment are numbered one after another: each once read
+/// the last number before any of them was stored, so they could all be "re-run 1".
+async fn re_runs_of_one_name_sent_together_get_different_numbers(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let mut first = llama(8);
+    first["name"] = json!("burst");
+    let id = alice.launch(first).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    alice.cancel(&id).await;
+    let path = format!("/api/v1/jobs/{id}/rerun");
+    let answers = futures::future::join_all((0..4).map(|_| alice.post(&path, json!({})))).await;
+    let mut names = Vec::new();
+    for (status, again) in answers {
+        assert_eq!(status, StatusCode::CREATED, "{again}");
+        names.push(again["name"].as_str().unwrap().to_string());
+    }
+    names.sort();
+    let expected: Vec<String> = (1..=4).map(|n| format!("burst · re-run {n}")).collect();
+    assert_eq!(names, expected);
     finish(app, db).await;
 }
 

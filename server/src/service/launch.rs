@@ -239,6 +239,18 @@ impl Portal {
         req: LaunchRequest,
         key: Option<String>,
     ) -> Result<(Job, bool), Error> {
+        self.launch(viewer, req, key, None).await
+    }
+
+    /// [`Self::launch_job`], holding `naming` (a re-run's lock on its name) until the job is
+    /// stored or refused.
+    async fn launch(
+        &self,
+        viewer: &Viewer,
+        req: LaunchRequest,
+        key: Option<String>,
+        naming: Option<tokio::sync::MutexGuard<'_, ()>>,
+    ) -> Result<(Job, bool), Error> {
         let body = serde_json::to_string(&req).map_err(internal)?;
         if let Some(key) = key.as_deref() {
             crate::input::single_line("Idempotency-Key", key)?;
@@ -287,7 +299,9 @@ impl Portal {
                 viewer.user, v.template.name, v.template.version
             ),
         };
-        match self.db.insert_job(&new, &reason).await {
+        let stored = self.db.insert_job(&new, &reason).await;
+        drop(naming);
+        match stored {
             Ok(()) => {}
             Err(DbError::Conflict) if key.is_some() => {
                 // A concurrent request with the same key won the race: answer as a repeat.
@@ -448,6 +462,7 @@ impl Portal {
             Some((b, n)) if n.chars().all(|c| c.is_ascii_digit()) => b.to_string(),
             _ => row.name.clone(),
         };
+        let naming = self.rerun_names.lock().await;
         let n = self.db.last_rerun_number(&row.team, &base).await? + 1;
         let req = LaunchRequest {
             template: row.template.clone(),
@@ -461,7 +476,7 @@ impl Portal {
             template_version,
             from_job: Some(id.to_string()),
         };
-        self.launch_job(viewer, req, key).await
+        self.launch(viewer, req, key, Some(naming)).await
     }
 
     /// How a job's template version differs from the template's current one; `None` when it

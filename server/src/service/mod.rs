@@ -66,6 +66,10 @@ pub struct Portal {
     metrics: Option<Arc<dyn crate::metrics::Metrics>>,
     /// Quota edits one at a time (with the version check, two admins never overwrite).
     quota_edits: tokio::sync::Mutex<()>,
+    /// Re-runs named one at a time: the last re-run number is read and the new job stored
+    /// under this lock, so two re-runs of one name sent together get different numbers. Held
+    /// until the job is stored, not while it is sent to the cluster.
+    rerun_names: tokio::sync::Mutex<()>,
     /// The sim cluster when it is the back end, for moving its manual clock.
     sim: Option<Arc<crate::cluster::sim::SimCluster>>,
     /// Where people reach Gantry, for links in webhook messages (set once it listens).
@@ -96,6 +100,7 @@ impl Portal {
             usage_tz: chrono_tz::Tz::UTC,
             metrics: None,
             quota_edits: tokio::sync::Mutex::new(()),
+            rerun_names: tokio::sync::Mutex::new(()),
             sim: None,
             public_url: std::sync::OnceLock::new(),
         }
