@@ -236,6 +236,7 @@ on_both!(
     sign_out_ends_the_session_on_the_server,
     sessions_end_after_their_idle_time,
     live_streams_end_with_their_session_or_token,
+    a_followed_log_ends_when_its_reader_no_longer_may_see_the_job,
     live_streams_per_user_are_bounded,
     forwarded_headers_count_only_from_trusted_proxies,
     responses_carry_security_headers_and_are_compressed,
@@ -3273,6 +3274,50 @@ async fn open_stream(app: &App, auth: (&str, &str)) -> reqwest::Response {
         .unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     res
+}
+
+/// A followed log is asked again who reads it, with their teams read again: once the reader
+/// leaves the job's team, the stream ends within seconds (it once kept the teams it was
+/// opened with and sent the team's lines until the job ended).
+async fn a_followed_log_ends_when_its_reader_no_longer_may_see_the_job(t: Target) {
+    use std::time::Duration;
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let id = alice.launch(llama(8)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let follow = || {
+        alice
+            .http
+            .get(format!(
+                "{}/api/v1/jobs/{id}/logs?follow=true&rank=0",
+                app.base
+            ))
+            .send()
+    };
+    let res = follow().await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let open = read_until_closed(res, Duration::from_secs(3)).await;
+    assert!(open.is_err(), "a member's stream stays open: {open:?}");
+
+    let res = follow().await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&db.url).await.unwrap();
+    sqlx::query("DELETE FROM membership WHERE user_id = 'alice'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let rest = read_until_closed(res, Duration::from_secs(6))
+        .await
+        .expect("the stream ends within 6 s of the reader leaving the team");
+    assert!(rest.contains("event: end"), "{rest}");
+    assert!(rest.contains(r#"{"reason":"not_found"}"#), "{rest}");
+    let (status, _) = alice.get(&format!("/api/v1/jobs/{id}/logs")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    finish(app, db).await;
 }
 
 /// The live stream is asked again who holds it: it ends within seconds of a sign-out, of

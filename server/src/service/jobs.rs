@@ -212,6 +212,15 @@ impl Portal {
         Ok(jobs)
     }
 
+    /// Whether the viewer may see job `id` (false for another team's job or none at all).
+    pub async fn may_see_job(&self, viewer: &Viewer, id: &str) -> Result<bool, Error> {
+        match self.visible_row(viewer, id).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind == crate::error::Kind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// A job the viewer may see; another team's job is "not found", not "forbidden".
     pub(super) async fn visible_row(&self, viewer: &Viewer, id: &str) -> Result<JobRow, Error> {
         Self::visible(viewer, id, self.db.get_job(id), |r| r).await

@@ -176,6 +176,36 @@ impl Sent {
     }
 }
 
+/// Who holds a followed log, asked again every [`super::events::RECHECK`]: the reason to end
+/// the stream when they signed out, their token was revoked or expired, or a change of team
+/// hides the job (the viewer's teams are read again, as `/api/v1/events` does). A database
+/// that does not answer keeps the stream until the next check.
+async fn still_held(
+    state: &AppState,
+    credential: &crate::http::auth::Credential,
+    viewer: &mut app::model::Viewer,
+    id: &str,
+) -> Option<&'static str> {
+    match credential.recheck(state).await {
+        Ok(None) => Some("signed_out"),
+        Ok(Some(v)) => {
+            *viewer = v;
+            match state.portal.may_see_job(viewer, id).await {
+                Ok(false) => Some("not_found"),
+                Ok(true) => None,
+                Err(e) => {
+                    tracing::warn!(job.id = %id, error = %e.message, "following a log: could not check who may see it");
+                    None
+                }
+            }
+        }
+        Err(e) => {
+            tracing::warn!(job.id = %id, error = %e, "following a log: could not check its holder");
+            None
+        }
+    }
+}
+
 async fn follow(
     state: AppState,
     viewer: app::model::Viewer,
@@ -197,6 +227,7 @@ async fn follow(
         .into());
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(256);
+    let mut viewer = viewer;
     tokio::spawn(async move {
         let _slot = slot;
         let portal = state.portal.clone();
@@ -252,8 +283,8 @@ async fn follow(
                                     },
                                     _ = tokio::time::sleep_until(recheck_at) => {
                                         recheck_at = tokio::time::Instant::now() + super::events::RECHECK;
-                                        if let Ok(None) = credential.recheck(&state).await {
-                                            let _ = tx.send(end("signed_out")).await;
+                                        if let Some(reason) = still_held(&state, &credential, &mut viewer, &id).await {
+                                            let _ = tx.send(end(reason)).await;
                                             return;
                                         }
                                     }
@@ -263,6 +294,11 @@ async fn follow(
                             query.since = sent.since(false).or(query.since);
                         }
                     }
+                }
+                // Gone from the viewer's sight (a change of team): the end, not a retry.
+                Err(e) if e.kind == crate::error::Kind::NotFound => {
+                    let _ = tx.send(end("not_found")).await;
+                    return;
                 }
                 Err(e) => {
                     tracing::warn!(job.id = %id, error = %e.message, "following a log: read failed");
@@ -274,8 +310,8 @@ async fn follow(
             }
             if tokio::time::Instant::now() >= recheck_at {
                 recheck_at = tokio::time::Instant::now() + super::events::RECHECK;
-                if let Ok(None) = credential.recheck(&state).await {
-                    let _ = tx.send(end("signed_out")).await;
+                if let Some(reason) = still_held(&state, &credential, &mut viewer, &id).await {
+                    let _ = tx.send(end(reason)).await;
                     return;
                 }
             }
