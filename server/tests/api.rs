@@ -254,6 +254,7 @@ on_both!(
     rerun_and_clone_keep_the_values_and_link_both_ways,
     a_job_re_run_more_often_than_its_page_names_numbers_and_counts_them_all,
     re_runs_of_one_name_sent_together_get_different_numbers,
+    a_clone_into_another_team_is_not_named_across_the_teams,
     webhooks_are_signed_retried_and_sent_once_across_a_restart,
     job_lists_page_search_and_filter_on_the_server,
     templates_page_and_search_on_the_server,
@@ -4807,6 +4808,63 @@ async fn re_runs_of_one_name_sent_together_get_different_numbers(t: Target) {
     names.sort();
     let expected: Vec<String> = (1..=4).map(|n| format!("burst · re-run {n}")).collect();
     assert_eq!(names, expected);
+    finish(app, db).await;
+}
+
+/// A member of two teams may clone one team's job into the other. Each job's readers need
+/// not be the other team's: the origin's page neither names nor counts the clone, and the
+/// clone's page, list row and live row do not name the origin (they once showed both names
+/// and ids to members of either team alone).
+async fn a_clone_into_another_team_is_not_named_across_the_teams(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let (alice, bob, dave) = (
+        app.client("alice").await,
+        app.client("bob").await,
+        app.client("dave").await,
+    );
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&db.url).await.unwrap();
+    sqlx::query(
+        "INSERT INTO membership (user_id, team_id, role) VALUES ('alice', 'vision', 'member')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let mut first = llama(8);
+    first["name"] = json!("nlp secret");
+    let id = alice.launch(first).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut across = llama(8);
+    across["team"] = json!("vision");
+    across["from_job"] = json!(id);
+    across["name"] = json!("vision copy");
+    let clone = alice.launch(across).await;
+    let clone_id = clone["id"].as_str().unwrap().to_string();
+    assert_eq!(clone["team"], "vision", "{clone}");
+
+    let (_, origin) = bob.get(&format!("/api/v1/jobs/{id}")).await;
+    assert_eq!(origin["clones"], json!([]), "{origin}");
+    assert_eq!(origin["clone_count"], 0, "{origin}");
+    let html = bob.html(&format!("/jobs/{id}")).await;
+    assert!(!html.contains(&clone_id) && !html.contains("vision copy"));
+
+    let (_, copy) = dave.get(&format!("/api/v1/jobs/{clone_id}")).await;
+    assert!(copy["cloned_from"].is_null(), "{copy}");
+    let (_, list) = dave.get("/api/v1/jobs?limit=200").await;
+    let row = list["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["id"] == clone_id.as_str())
+        .unwrap_or_else(|| panic!("dave sees his team's job: {list}"));
+    assert!(row["cloned_from"].is_null(), "{row}");
+    let html = dave.html(&format!("/jobs/{clone_id}")).await;
+    assert!(!html.contains("nlp secret"), "{html}");
+    assert!(!html.contains(&id), "{html}");
+    assert!(html.contains("from a job of team nlp"), "{html}");
     finish(app, db).await;
 }
 

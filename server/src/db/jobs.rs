@@ -164,6 +164,14 @@ pub struct JobDetail {
     pub more: JobMore,
 }
 
+/// A job's name, who launched it and its team ([`Db::job_names`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobName {
+    pub name: String,
+    pub user: String,
+    pub team: String,
+}
+
 /// What a job's own page shows beside the stored job ([`Db::job_detail`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct JobMore {
@@ -171,12 +179,16 @@ pub struct JobMore {
     pub events: Vec<EventRow>,
     /// Its run intervals, oldest first.
     pub intervals: Vec<crate::domain::accounting::Run>,
-    /// Its re-runs and clones as (id, name), newest first, at most [`MAX_CLONES`].
+    /// Its re-runs and clones in its own team as (id, name), newest first, at most
+    /// [`MAX_CLONES`]. A clone launched into another team is not named or counted here: the
+    /// job's readers need not be that team's.
     pub clones: Vec<(String, String)>,
-    /// How many re-runs and clones it has in all (`clones` names the newest).
+    /// How many re-runs and clones it has in its team in all (`clones` names the newest).
     pub clone_count: u64,
-    /// The name of the job it was cloned from, when that job is stored.
+    /// The name of the job it was cloned from, when that job is stored and of its team.
     pub origin_name: Option<String>,
+    /// Whether the job it was cloned from is another team's (then neither named nor linked).
+    pub origin_elsewhere: bool,
     /// Its template's newest version and whether the template is deprecated; `None` when
     /// the template is not stored.
     pub template: Option<(u32, bool)>,
@@ -401,10 +413,10 @@ impl Db {
     }
 
     /// id → (name, user) for the given jobs.
-    pub async fn job_names(&self, ids: &[&str]) -> Result<HashMap<String, (String, String)>> {
+    pub async fn job_names(&self, ids: &[&str]) -> Result<HashMap<String, JobName>> {
         let rows = self
             .rows_for_ids(
-                "SELECT job_id, name, user_id FROM job WHERE job_id IN ({ids})",
+                "SELECT job_id, name, user_id, team_id FROM job WHERE job_id IN ({ids})",
                 ids,
             )
             .await?;
@@ -412,7 +424,11 @@ impl Db {
             .map(|r| {
                 Ok((
                     r.try_get("job_id")?,
-                    (r.try_get("name")?, r.try_get("user_id")?),
+                    JobName {
+                        name: r.try_get("name")?,
+                        user: r.try_get("user_id")?,
+                        team: r.try_get("team_id")?,
+                    },
                 ))
             })
             .collect()
@@ -519,13 +535,14 @@ impl Db {
         );
         let clones = array(
             "'job_id', c.job_id, 'name', c.name",
-            &format!("(SELECT job_id, name, created_at FROM job c WHERE c.cloned_from = j.job_id ORDER BY created_at DESC, job_id DESC LIMIT {MAX_CLONES}) AS c"),
+            &format!("(SELECT job_id, name, created_at FROM job c WHERE c.cloned_from = j.job_id AND c.team_id = j.team_id ORDER BY created_at DESC, job_id DESC LIMIT {MAX_CLONES}) AS c"),
             "c.created_at DESC, c.job_id DESC",
         );
         format!(
             "SELECT {JOB_COLUMNS}, {events} AS detail_events, {intervals} AS detail_intervals, {clones} AS detail_clones, \
-             (SELECT COUNT(*) FROM job c WHERE c.cloned_from = j.job_id) AS clone_count, \
-             (SELECT o.name FROM job o WHERE o.job_id = j.cloned_from) AS origin_name, \
+             (SELECT COUNT(*) FROM job c WHERE c.cloned_from = j.job_id AND c.team_id = j.team_id) AS clone_count, \
+             (SELECT o.name FROM job o WHERE o.job_id = j.cloned_from AND o.team_id = j.team_id) AS origin_name, \
+             (SELECT COUNT(*) FROM job o WHERE o.job_id = j.cloned_from AND o.team_id <> j.team_id) AS origin_elsewhere, \
              (SELECT t.deprecated FROM template t WHERE t.template_id = j.template_id) AS template_deprecated, \
              (SELECT MAX(v.version) FROM template_version v WHERE v.template_id = j.template_id) AS template_newest \
              FROM job j WHERE j.job_id = $1"
@@ -591,6 +608,7 @@ impl Db {
                 clones: clones.into_iter().map(|c| (c.job_id, c.name)).collect(),
                 clone_count: row.try_get::<i64, _>("clone_count")? as u64,
                 origin_name: row.try_get("origin_name")?,
+                origin_elsewhere: row.try_get::<i64, _>("origin_elsewhere")? > 0,
                 template: deprecated.map(|d| (newest.unwrap_or(0) as u32, d != 0)),
             },
         })

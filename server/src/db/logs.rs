@@ -127,9 +127,11 @@ impl Db {
         Ok(())
     }
 
-    /// How many jobs were cloned or re-run from `job_id`.
+    /// How many jobs of its team were cloned or re-run from `job_id`.
     pub async fn count_clones(&self, job_id: &str) -> Result<u64> {
-        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM job WHERE cloned_from = $1")
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM job WHERE cloned_from = $1 AND team_id = (SELECT team_id FROM job WHERE job_id = $1)",
+        )
             .bind(job_id)
             .fetch_one(&self.pool)
             .await
@@ -167,10 +169,10 @@ impl Db {
             .unwrap_or(0))
     }
 
-    /// The jobs cloned or re-run from `job_id`, the newest first: (id, name, created), at
-    /// most [`super::MAX_CLONES`].
+    /// The jobs of its team cloned or re-run from `job_id`, the newest first: (id, name,
+    /// created), at most [`super::MAX_CLONES`].
     pub async fn clones_of(&self, job_id: &str) -> Result<Vec<(String, String, DateTime<Utc>)>> {
-        let sql = format!("SELECT job_id, name, created_at FROM job WHERE cloned_from = $1 ORDER BY created_at DESC, job_id DESC LIMIT {}", super::MAX_CLONES);
+        let sql = format!("SELECT job_id, name, created_at FROM job WHERE cloned_from = $1 AND team_id = (SELECT team_id FROM job WHERE job_id = $1) ORDER BY created_at DESC, job_id DESC LIMIT {}", super::MAX_CLONES);
         let rows = sqlx::query(&sql)
             .bind(job_id)
             .fetch_all(&self.pool)

@@ -16,7 +16,9 @@ mod tests;
 
 use audit::insert_audit;
 pub use identity::TokenRow;
-pub use jobs::{EventRow, JobDetail, JobMore, JobQuery, JobRow, NewJob, Transition, MAX_CLONES};
+pub use jobs::{
+    EventRow, JobDetail, JobMore, JobName, JobQuery, JobRow, NewJob, Transition, MAX_CLONES,
+};
 pub use logs::KeptLog;
 pub use notify::{DeliveryRow, JobEventRow, NotificationRow, WebhookRow};
 pub use pools::{pool_specs, PoolRow, QuotaRow, QuotaWrite};

@@ -551,8 +551,9 @@ async fn the_recorder_reads_unchecked_intervals_from_their_index_on_sqlite() {
 /// ([`Db::job_detail`]), and the GPU panel the job and its last run ([`Db::job_and_last_interval`]).
 /// For every stored job each part equals what the separate statements, each on its own
 /// table, read: the job, its events (ties on the same millisecond in the order written), its
-/// run intervals, its newest clones (capped, ties on the same millisecond by id), its origin's
-/// name, its template's state. The jobs cover none and many of each: a job run, preempted and
+/// run intervals, its newest clones of its team (capped, ties on the same millisecond by id;
+/// a clone launched into another team is not among them), its origin's name when of its
+/// team, its template's state. The jobs cover none and many of each: a job run, preempted and
 /// run again, 22 clones of one job, a clone whose origin is not stored, a template with a
 /// newer version and one deprecated. An unknown id is `NotFound` from both.
 async fn the_job_detail_is_what_the_separate_reads_find(t: &TestDb) {
@@ -670,6 +671,26 @@ async fn the_job_detail_is_what_the_separate_reads_find(t: &TestDb) {
         Some("job-never-stored".into()),
     )
     .await;
+    // The newest clone of the origin, launched into another team: neither named nor counted
+    // on the origin's page, and its own page does not name the origin.
+    db.insert_job(
+        &NewJob {
+            template: &newer.name,
+            template_version: newer.version,
+            cloned_from: Some(&origin),
+            ..new_job(
+                "job-clone-vision",
+                "origin · re-run 1",
+                "vision",
+                "alice",
+                &params,
+                start + Duration::minutes(30),
+            )
+        },
+        "launched",
+    )
+    .await
+    .unwrap();
     let mut next = newer.clone();
     next.version += 1;
     db.insert_template(&next, start).await.unwrap();
@@ -679,7 +700,7 @@ async fn the_job_detail_is_what_the_separate_reads_find(t: &TestDb) {
         .fetch_all(&db.pool)
         .await
         .unwrap();
-    assert_eq!(ids.len(), 24);
+    assert_eq!(ids.len(), 25);
     let mut seen_clones = 0;
     for id in &ids {
         let d = db.job_detail(id).await.unwrap();
@@ -716,16 +737,14 @@ async fn the_job_detail_is_what_the_separate_reads_find(t: &TestDb) {
             "{id}"
         );
         seen_clones += clones.len();
-        let origin_name = match &row.cloned_from {
-            Some(o) => db
-                .job_names(&[o.as_str()])
-                .await
-                .unwrap()
-                .remove(o)
-                .map(|(n, _)| n),
+        let origin = match &row.cloned_from {
+            Some(o) => db.job_names(&[o.as_str()]).await.unwrap().remove(o),
             None => None,
         };
+        let elsewhere = origin.as_ref().is_some_and(|o| o.team != row.team);
+        let origin_name = origin.filter(|o| o.team == row.team).map(|o| o.name);
         assert_eq!(d.more.origin_name, origin_name, "{id}");
+        assert_eq!(d.more.origin_elsewhere, elsewhere, "{id}");
         assert_eq!(
             d.more.template,
             db.template_state(&row.template).await.unwrap(),
@@ -748,11 +767,18 @@ async fn the_job_detail_is_what_the_separate_reads_find(t: &TestDb) {
     assert_eq!(o.more.template, Some((newer.version + 1, false)));
     let c = db.job_detail("job-clone-05").await.unwrap();
     assert_eq!(c.more.origin_name.as_deref(), Some("origin ü \"q\""));
+    assert!(!c.more.origin_elsewhere);
+    let v = db.job_detail("job-clone-vision").await.unwrap();
+    assert_eq!((v.more.origin_name, v.more.origin_elsewhere), (None, true));
     assert!(c.more.clones.is_empty());
     let (_, last) = db.job_and_last_interval("job-clone-05").await.unwrap();
     assert!(matches!(last, Some((_, None))), "{last:?}");
     let orphan = db.job_detail("job-orphan").await.unwrap();
     assert_eq!(orphan.more.origin_name, None);
+    assert!(
+        !orphan.more.origin_elsewhere,
+        "not stored is not another team's"
+    );
     assert_eq!(orphan.more.template, Some((gone.version, true)));
     assert!(orphan.more.intervals.is_empty());
     assert!(matches!(

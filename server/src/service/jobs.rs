@@ -59,8 +59,8 @@ impl Portal {
                     priority: p.priority,
                     submitted_at: p.submitted_at,
                     id: named.map(|_| p.job_id.clone()),
-                    name: named.map(|(n, _)| n.clone()),
-                    user: named.map(|(_, u)| u.clone()),
+                    name: named.map(|n| n.name.clone()),
+                    user: named.map(|n| n.user.clone()),
                 }
             })
             .collect())
@@ -137,13 +137,21 @@ impl Portal {
                 .into_iter()
                 .map(|(id, name)| JobLink { id, name })
                 .collect();
-            let cloned_from = r.cloned_from.as_ref().map(|id| JobLink {
-                id: id.clone(),
-                name: more
-                    .origin_name
-                    .or_else(|| origin_names.get(id).map(|(n, _)| n.clone()))
-                    .unwrap_or_else(|| id.clone()),
-            });
+            // Another team's job is neither named nor linked: this job's readers need not be
+            // that team's.
+            let origin = r.cloned_from.as_ref().and_then(|id| origin_names.get(id));
+            let elsewhere = more.origin_elsewhere || origin.is_some_and(|o| o.team != r.team);
+            let cloned_from = r
+                .cloned_from
+                .as_ref()
+                .filter(|_| !elsewhere)
+                .map(|id| JobLink {
+                    id: id.clone(),
+                    name: more
+                        .origin_name
+                        .or_else(|| origin.map(|o| o.name.clone()))
+                        .unwrap_or_else(|| id.clone()),
+                });
             let preemptions = events
                 .iter()
                 .filter(|e| e.kind == "preempted")

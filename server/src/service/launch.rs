@@ -48,6 +48,8 @@ struct ValidLaunch {
     name: Option<String>,
     /// The job it clones, checked visible to the viewer.
     from_job: Option<String>,
+    /// That job's team.
+    from_team: Option<String>,
 }
 
 impl ValidLaunch {
@@ -210,17 +212,19 @@ impl Portal {
             }
             Some(n) => Some(n.to_string()),
         };
-        let from_job = match req.from_job.as_deref() {
-            None => None,
-            Some(id) => Some(
-                self.visible_row(viewer, id)
+        let (from_job, from_team) = match req.from_job.as_deref() {
+            None => (None, None),
+            Some(id) => {
+                let row = self
+                    .visible_row(viewer, id)
                     .await
-                    .map_err(|e| e.with_field("from_job"))?
-                    .id,
-            ),
+                    .map_err(|e| e.with_field("from_job"))?;
+                (Some(row.id), Some(row.team))
+            }
         };
         Ok(ValidLaunch {
             from_job,
+            from_team,
             template,
             team,
             pool: pool.name.clone(),
@@ -289,12 +293,18 @@ impl Portal {
             created_at: now,
             cloned_from: v.from_job.as_deref(),
         };
-        let reason = match &v.from_job {
-            Some(from) => format!(
+        // Another team's job is not named in this one's history: its readers need not be
+        // that team's.
+        let reason = match (&v.from_job, &v.from_team) {
+            (Some(_), Some(from_team)) if *from_team != v.team => format!(
+                "Launched by {} ({} v{}) from a job of team {from_team}",
+                viewer.user, v.template.name, v.template.version
+            ),
+            (Some(from), _) => format!(
                 "Launched by {} ({} v{}) from job {from}",
                 viewer.user, v.template.name, v.template.version
             ),
-            None => format!(
+            (None, _) => format!(
                 "Launched by {} ({} v{})",
                 viewer.user, v.template.name, v.template.version
             ),
