@@ -254,6 +254,7 @@ on_both!(
     rerun_and_clone_keep_the_values_and_link_both_ways,
     a_job_re_run_more_often_than_its_page_names_numbers_and_counts_them_all,
     re_runs_of_one_name_sent_together_get_different_numbers,
+    a_re_run_of_a_long_name_is_named_within_the_limit,
     a_clone_into_another_team_is_not_named_across_the_teams,
     webhooks_are_signed_retried_and_sent_once_across_a_restart,
     job_lists_page_search_and_filter_on_the_server,
@@ -4782,6 +4783,37 @@ async fn a_job_re_run_more_often_than_its_page_names_numbers_and_counts_them_all
     let html = alice.html(&format!("/jobs/{newest}")).await;
     assert!(html.contains("data-testid=\"clones\""), "{html}");
     assert!(!html.contains("clones-older"), "{html}");
+    finish(app, db).await;
+}
+
+/// A job may be named with up to 100 characters; its re-runs are named after the first 84,
+/// so that " · re-run N" fits (a re-run of a 95-character name was refused with a 422 on
+/// `name`, a field its sender never sent), and re-runs of re-runs count on.
+async fn a_re_run_of_a_long_name_is_named_within_the_limit(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let long = format!("ü{}", "x".repeat(94));
+    let mut first = llama(8);
+    first["name"] = json!(long);
+    let id = alice.launch(first).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    alice.cancel(&id).await;
+    let base: String = long.chars().take(84).collect();
+    let mut last = id.clone();
+    for n in 1..=3 {
+        let (status, again) = alice
+            .post(&format!("/api/v1/jobs/{last}/rerun"), json!({}))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{again}");
+        let name = again["name"].as_str().unwrap();
+        assert_eq!(name, format!("{base} · re-run {n}"));
+        assert!(name.chars().count() <= 100, "{name}");
+        last = again["id"].as_str().unwrap().to_string();
+        alice.cancel(&last).await;
+    }
     finish(app, db).await;
 }
 

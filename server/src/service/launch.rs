@@ -37,6 +37,25 @@ pub fn stored_workload(row: &JobRow, run: RunSpec) -> WorkloadSpec {
 }
 
 /// A launch that passed every check, ready to store.
+/// The longest job name a launch takes.
+const MAX_NAME_CHARS: usize = 100;
+
+/// The part of a name a re-run's name starts with: the name itself, or its first characters
+/// when `"{base} · re-run N"` would be longer than a launch takes (room is kept for a number
+/// of six digits, the same cut for every N, so that re-runs of one long name count on).
+fn rerun_base(name: &str) -> String {
+    // " · re-run " is 10 characters.
+    const ROOM: usize = MAX_NAME_CHARS - 10 - 6;
+    if name.chars().count() <= ROOM {
+        return name.to_string();
+    }
+    name.chars()
+        .take(ROOM)
+        .collect::<String>()
+        .trim_end()
+        .to_string()
+}
+
 struct ValidLaunch {
     template: TemplateVersion,
     team: String,
@@ -201,8 +220,11 @@ impl Portal {
         }
         let name = match req.name.as_deref().map(str::trim) {
             None | Some("") => None,
-            Some(n) if n.chars().count() > 100 => {
-                return Err(Error::invalid("name", "must be at most 100 characters"))
+            Some(n) if n.chars().count() > MAX_NAME_CHARS => {
+                return Err(Error::invalid(
+                    "name",
+                    format!("must be at most {MAX_NAME_CHARS} characters"),
+                ))
             }
             Some(n) if n.chars().any(char::is_control) => {
                 return Err(Error::invalid(
@@ -469,9 +491,10 @@ impl Portal {
             Some(row.template_version)
         };
         let base = match row.name.rsplit_once(" · re-run ") {
-            Some((b, n)) if n.chars().all(|c| c.is_ascii_digit()) => b.to_string(),
-            _ => row.name.clone(),
+            Some((b, n)) if n.chars().all(|c| c.is_ascii_digit()) => b,
+            _ => row.name.as_str(),
         };
+        let base = rerun_base(base);
         let naming = self.rerun_names.lock().await;
         let n = self.db.last_rerun_number(&row.team, &base).await? + 1;
         let req = LaunchRequest {
