@@ -5328,6 +5328,15 @@ async fn webhooks_are_signed_retried_and_sent_once_across_a_restart(t: Target) {
         .is_none());
     let (_, l) = alice.get("/api/v1/notifications").await;
     assert_eq!(l["unread"], 2, "started and failed: {l}");
+    // Each id is a write: a list longer than a person could tick is refused, naming the field.
+    let many: Vec<String> = (0..101).map(|i| format!("n-{i}")).collect();
+    let (status, err) = alice
+        .post("/api/v1/notifications/read", json!({ "ids": many }))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert_eq!(err["error"]["field"], "ids", "{err}");
+    let (_, l) = alice.get("/api/v1/notifications").await;
+    assert_eq!(l["unread"], 2, "nothing marked: {l}");
     let (status, l) = alice
         .post("/api/v1/notifications/read", json!({"all": true}))
         .await;

@@ -36,6 +36,9 @@ fn delivery_info(d: &DeliveryRow) -> DeliveryInfo {
     }
 }
 
+/// The most notification ids one "mark read" takes.
+pub const MAX_READ_IDS: usize = 100;
+
 impl Portal {
     /// The viewer's channels per event, their webhooks and their teams' webhooks.
     pub async fn notification_settings(
@@ -247,6 +250,16 @@ impl Portal {
         ids: Option<Vec<String>>,
     ) -> Result<NotificationList, Error> {
         if let Some(ids) = &ids {
+            // Each id is a write; the list shows the 50 newest.
+            if ids.len() > MAX_READ_IDS {
+                return Err(Error::invalid(
+                    "ids",
+                    format!(
+                        "at most {MAX_READ_IDS} ids at a time, got {}; or {{\"all\": true}}",
+                        ids.len()
+                    ),
+                ));
+            }
             for id in ids {
                 crate::input::single_line("ids", id)?;
             }
