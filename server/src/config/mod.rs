@@ -177,18 +177,47 @@ impl std::fmt::Debug for DatabaseConfig {
     }
 }
 
-/// `postgres://u:pw@h/db` → `postgres://u:***@h/db`; other URLs unchanged.
+/// `postgres://u:pw@h/db` → `postgres://u:***@h/db`, and a secret given as a query
+/// parameter (`?password=…`, which sqlx and libpq take too; `sslpassword`, `token`, …) →
+/// `?password=***`; other URLs unchanged.
 pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let mut out = match (base.find("://"), base.rfind('@')) {
         (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
+            let creds = &base[s + 3..at];
             match creds.find(':') {
-                Some(c) => format!("{}{}:***{}", &url[..s + 3], &creds[..c], &url[at..]),
-                None => url.to_string(),
+                Some(c) => format!("{}{}:***{}", &base[..s + 3], &creds[..c], &base[at..]),
+                None => base.to_string(),
             }
         }
-        _ => url.to_string(),
+        _ => base.to_string(),
+    };
+    if let Some(q) = query {
+        const SECRET: [&str; 7] = [
+            "password",
+            "passwd",
+            "pwd",
+            "sslpassword",
+            "token",
+            "secret",
+            "api_key",
+        ];
+        let pairs: Vec<String> = q
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((k, _)) if SECRET.contains(&k.to_ascii_lowercase().as_str()) => {
+                    format!("{k}=***")
+                }
+                _ => pair.to_string(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&pairs.join("&"));
     }
+    out
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -204,3 +204,29 @@ fn database_passwords_stay_out_of_debug() {
     assert!(!shown.contains("hunter2"), "{shown}");
     assert!(shown.contains("gantry:***@db"), "{shown}");
 }
+
+#[test]
+fn a_password_given_as_a_query_parameter_stays_out_of_debug_and_logs() {
+    let url = "postgres://gantry@db/gantry?sslmode=require&password=hunter2&PassWord=Sup3rS3cret&application_name=gantry";
+    let c = with(&[("database.url", url)]).unwrap();
+    let shown = format!("{c:?}");
+    assert!(
+        !shown.contains("hunter2") && !shown.contains("Sup3rS3cret"),
+        "{shown}"
+    );
+    assert_eq!(
+        redact_url(url),
+        "postgres://gantry@db/gantry?sslmode=require&password=***&PassWord=***&application_name=gantry"
+    );
+    assert_eq!(
+        redact_url("postgres://u:pw@h:5432/db?sslpassword=k"),
+        "postgres://u:***@h:5432/db?sslpassword=***"
+    );
+    for plain in [
+        "sqlite://gantry.db?mode=rwc",
+        "http://prometheus:9090",
+        "sqlite::memory:",
+    ] {
+        assert_eq!(redact_url(plain), plain);
+    }
+}
