@@ -1588,6 +1588,10 @@ async fn extreme_numbers_are_refused_at_the_edge(t: Target) {
             None,
             "to",
         ),
+        // `from` alone, measured against the default `to` (today's end): the error names
+        // the field that was given (it named `to`).
+        (&carol, "/api/v1/usage?from=2020-01-01", None, "from"),
+        (&carol, "/api/v1/usage?from=2999-01-01", None, "from"),
     ];
     for (who, path, body, field) in cases {
         let (status, err) = match &body {
@@ -1609,6 +1613,13 @@ async fn extreme_numbers_are_refused_at_the_edge(t: Target) {
             .await;
         assert_eq!(status, StatusCode::OK, "{bucket}: {report}");
     }
+    // An emptied team field is every team the caller may see (a lead got a 403 for team '').
+    let bob = app.client("bob").await;
+    let (status, all) = bob.get("/api/v1/usage?group_by=team").await;
+    assert_eq!(status, StatusCode::OK, "{all}");
+    let (status, emptied) = bob.get("/api/v1/usage?group_by=team&team=").await;
+    assert_eq!(status, StatusCode::OK, "{emptied}");
+    assert_eq!(emptied, all);
     finish(app, db).await;
 }
 

@@ -59,11 +59,18 @@ pub(super) async fn usage(
         Some(f) => usage_time("from", f, tz)?,
         None => to - chrono::Duration::days(30),
     };
+    // The field the caller gave: `from` alone is measured against the default `to`.
+    let field = if q.to.is_some() { "to" } else { "from" };
     if to <= from {
-        return Err(ApiError::invalid("to", "must be after from").into());
+        let message = if q.to.is_some() {
+            "must be after from"
+        } else {
+            "must be before today's end (the default to)"
+        };
+        return Err(ApiError::invalid(field, message).into());
     }
     if to - from > chrono::Duration::days(400) {
-        return Err(ApiError::invalid("to", "a report spans at most 400 days").into());
+        return Err(ApiError::invalid(field, "a report spans at most 400 days").into());
     }
     let (group_by, bucket) = crate::service::grouping(
         q.group_by.as_deref().unwrap_or("team"),
@@ -78,7 +85,15 @@ pub(super) async fn usage(
     };
     let rows = state
         .portal
-        .usage(&v, from, to, group_by, bucket, q.team.as_deref())
+        .usage(
+            &v,
+            from,
+            to,
+            group_by,
+            bucket,
+            // `team=` (an emptied field) is every team the caller may see, as on /jobs.
+            q.team.as_deref().filter(|t| !t.trim().is_empty()),
+        )
         .await?;
     if csv {
         return Ok((
