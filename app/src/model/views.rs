@@ -388,7 +388,9 @@ pub enum LiveEvent {
         notify: bool,
         /// The pool whose queue may have moved; empty after missed changes (refetch all).
         pool: String,
-        state: JobState,
+        /// The job's new state; only with `job_id` (of another team's job only the pool).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        state: Option<JobState>,
         now: DateTime<Utc>,
         /// The job as a list row (no events), with what the viewer may do with it; only
         /// with `job_id`. Lists patch themselves with it instead of asking again.

@@ -80,7 +80,7 @@ impl Portal {
                     job_id: if visible { c.job_id } else { String::new() },
                     user: if visible { c.user } else { String::new() },
                     pool: c.pool,
-                    state: c.state,
+                    state: visible.then_some(c.state),
                     now: c.at,
                     row,
                 }
@@ -90,7 +90,7 @@ impl Portal {
                 user: String::new(),
                 notify: false,
                 pool: String::new(),
-                state: JobState::Queued,
+                state: None,
                 now: self.cluster.now(),
                 row: None,
             },

@@ -167,7 +167,16 @@ async fn the_live_stream_shows_only_what_the_viewer_may_see() {
         row: Default::default(),
     };
     let id_of = |e: LiveEvent| match e {
-        LiveEvent::Job { job_id, pool, .. } => (job_id, pool),
+        // The state only with the id: of another team's job nothing but its pool.
+        LiveEvent::Job {
+            job_id,
+            pool,
+            state,
+            ..
+        } => {
+            assert_eq!(state.is_some(), !job_id.is_empty(), "{job_id}: {state:?}");
+            (job_id, pool)
+        }
         other => panic!("{other:?}"),
     };
     let own = alice.teams[0].team.clone();
