@@ -583,29 +583,37 @@ async fn quota_preview_replays_real_launches_under_the_draft(t: Target) {
     for (bad, field) in [
         (
             json!({"changes": [{"team": "nlp", "pool": "tpu", "nominal_gpus": 8}]}),
-            "changes",
+            "changes[0]",
+        ),
+        // Each error names the change it is of.
+        (
+            json!({"changes": [
+                {"team": "nlp", "pool": "hgx-h100", "nominal_gpus": 8},
+                {"team": "vision", "pool": "hgx-h100", "nominal_gpus": 1000}
+            ]}),
+            "changes[1].nominal_gpus",
         ),
         (json!({"changes": [], "days": 400}), "days"),
         // Validated exactly as a save: the largest u32 once overflowed in the admission code.
         (
             json!({"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": 4294967295u64}]}),
-            "nominal_gpus",
+            "changes[0].nominal_gpus",
         ),
         (
             json!({"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": 1000}]}),
-            "nominal_gpus",
+            "changes[0].nominal_gpus",
         ),
         (
             json!({"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": 64, "borrowing_limit_gpus": 4294967295u64}]}),
-            "borrowing_limit_gpus",
+            "changes[0].borrowing_limit_gpus",
         ),
         (
             json!({"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": 8, "lending_limit_gpus": 16}]}),
-            "lending_limit_gpus",
+            "changes[0].lending_limit_gpus",
         ),
         (
             json!({"changes": [{"team": "nlp", "pool": "hgx-h100", "nominal_gpus": 8, "queueing_strategy": "LIFO"}]}),
-            "queueing_strategy",
+            "changes[0].queueing_strategy",
         ),
     ] {
         let (status, err) = carol.post("/api/v1/quotas/preview", bad.clone()).await;

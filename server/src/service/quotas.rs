@@ -301,9 +301,19 @@ impl Portal {
         if !viewer.is_admin {
             return Err(Error::forbidden("only admins preview quota changes"));
         }
-        for (team, pool, _) in &changes {
-            crate::input::single_line("team", team)?;
-            crate::input::single_line("pool", pool)?;
+        // Each error names the change it is of: `changes[1].nominal_gpus`.
+        let at = |i: usize| {
+            move |e: Error| {
+                let field = match &e.field {
+                    Some(f) => format!("changes[{i}].{f}"),
+                    None => format!("changes[{i}]"),
+                };
+                e.with_field(field)
+            }
+        };
+        for (i, (team, pool, _)) in changes.iter().enumerate() {
+            crate::input::single_line("team", team).map_err(at(i))?;
+            crate::input::single_line("pool", pool).map_err(at(i))?;
         }
         let started = std::time::Instant::now();
         let rows = self.db.list_pools().await?;
@@ -320,17 +330,17 @@ impl Portal {
             .map(|q| (q.team, q.pool, q.quota))
             .collect();
         let mut draft = current.clone();
-        for (team, pool, q) in changes {
+        for (i, (team, pool, q)) in changes.into_iter().enumerate() {
             match draft.iter_mut().find(|(t, p, _)| *t == team && *p == pool) {
                 Some(slot) => {
                     let quota = q.apply(&slot.2);
                     let capacity = capacity_of(&pool).unwrap_or(0);
-                    check_quota(&pool, capacity, &quota)?;
+                    check_quota(&pool, capacity, &quota).map_err(at(i))?;
                     slot.2 = quota;
                 }
                 None => {
                     return Err(Error::invalid(
-                        "changes",
+                        format!("changes[{i}]"),
                         format!("team {team} has no quota in {pool} to change"),
                     ))
                 }

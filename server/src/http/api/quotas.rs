@@ -96,7 +96,8 @@ pub(super) async fn preview_quotas(
     let changes = req
         .changes
         .into_iter()
-        .map(|c| {
+        .enumerate()
+        .map(|(i, c)| {
             Ok((
                 c.team,
                 c.pool,
@@ -107,7 +108,8 @@ pub(super) async fn preview_quotas(
                     strategy: c
                         .queueing_strategy
                         .map(|s| s.as_deref().map(crate::service::parse_strategy).transpose())
-                        .transpose()?,
+                        .transpose()
+                        .map_err(|e| e.with_field(format!("changes[{i}].queueing_strategy")))?,
                 },
             ))
         })
