@@ -84,7 +84,17 @@ impl Backend for Portal {
             self.preview_quotas(viewer, vec![(team, pool, q)], 30).await
         }
         .await;
-        result.map_err(ApiError::from)
+        // One cell's form: its fields by their own names, not as the API's `changes[0].team`.
+        result.map_err(|mut e| {
+            if let Some(f) = e
+                .field
+                .as_deref()
+                .and_then(|f| f.strip_prefix("changes[0]."))
+            {
+                e.field = Some(f.to_string());
+            }
+            ApiError::from(e)
+        })
     }
 
     async fn save_template(
