@@ -1002,6 +1002,83 @@ fn the_deployments_configuration_loads_and_its_probes_exist() {
     );
 }
 
+/// kube-runtime's watcher lists every Workload again when it falls too far behind (410
+/// Gone), and a Workload deleted in the gap sends no `Delete`: "objects not in the new list
+/// should be assumed deleted". A running job whose Workload the list no longer holds ends as
+/// cancelled (the mirror kept it running forever, and the comparison agreed); one still
+/// listed is untouched, and a finished one is only forgotten.
+#[test]
+fn a_workload_missing_from_the_watch_s_new_list_ends_its_job() {
+    use kube::runtime::watcher::Event;
+    let (svc, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _guard = rt.enter();
+    let k = KubeCluster::new(kube::Client::new(svc, "default"), settings(), vec![]);
+    let mut events = k.subscribe();
+    let running = wl(json!([
+        cond("Admitted", true, "Admitted", ""),
+        cond("PodsReady", true, "PodsReady", "")
+    ]));
+    let other = |id: &str, conditions: Value| {
+        let mut w = wl(conditions);
+        let owner = format!("gantry-{}", id.replace('-', ""));
+        w["metadata"]["name"] = json!(format!("jobset-{owner}-9z9z9"));
+        w["metadata"]["ownerReferences"][0]["name"] = json!(owner);
+        w
+    };
+    let kept_id = "00000000-0000-0000-0000-000000000007";
+    let kept = other(
+        kept_id,
+        json!([cond("QuotaReserved", false, "Pending", "waiting")]),
+    );
+    let done_id = "00000000-0000-0000-0000-000000000008";
+    let done = other(
+        done_id,
+        json!([cond("Finished", true, "Succeeded", "Jobset finished")]),
+    );
+    let obj = |v: &Value| serde_json::from_value::<DynamicObject>(v.clone()).unwrap();
+    let mut relisted = None;
+    // The first list: all three.
+    k.on_workload_event(Event::Init, &mut relisted);
+    for w in [&running, &kept, &done] {
+        k.on_workload_event(Event::InitApply(obj(w)), &mut relisted);
+    }
+    k.on_workload_event(Event::InitDone, &mut relisted);
+    let first: Vec<(String, Change)> = std::iter::from_fn(|| events.try_recv().ok())
+        .map(|e| (e.job_id, e.change))
+        .collect();
+    assert!(
+        first.contains(&(JOB_ID.to_string(), Change::Running)),
+        "{first:?}"
+    );
+    assert_eq!(k.mirror().observed.len(), 3);
+
+    // The watch fell behind and lists again: the running one and the finished one are gone.
+    let before = chrono::Utc::now();
+    k.on_workload_event(Event::Init, &mut relisted);
+    k.on_workload_event(Event::InitApply(obj(&kept)), &mut relisted);
+    k.on_workload_event(Event::InitDone, &mut relisted);
+    let after: Vec<_> = std::iter::from_fn(|| events.try_recv().ok()).collect();
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_eq!(after[0].job_id, JOB_ID);
+    assert_eq!(
+        after[0].change,
+        Change::Cancelled {
+            reason: "Its workload was gone from the cluster when Gantry listed the workloads again"
+                .into()
+        }
+    );
+    assert!(
+        after[0].at >= before,
+        "now: the deletion time went with the object"
+    );
+    let ids: Vec<String> = k.mirror().observed.keys().cloned().collect();
+    assert_eq!(ids, [kept_id]);
+}
+
 #[test]
 fn a_job_object_deleted_in_the_cluster_cancels_its_job() {
     let (svc, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();

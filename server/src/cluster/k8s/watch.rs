@@ -140,10 +140,10 @@ impl KubeCluster {
     /// Takes in one Workload as the watch saw it and reports what changed, each change at
     /// the time its condition records. The mirror stays locked until the changes are sent,
     /// so a reader of [`Cluster::workloads`] never sees a state whose events are still to come.
-    pub fn observe(&self, workload: &Value) {
-        let Some(next) = status::observe(workload, &self.settings.namespace_prefix) else {
-            return;
-        };
+    /// Returns the job id the Workload is of, if it is one of Gantry's.
+    pub fn observe(&self, workload: &Value) -> Option<String> {
+        let next = status::observe(workload, &self.settings.namespace_prefix)?;
+        let job_id = next.job_id.clone();
         let mut m = self.mirror();
         let prev = m.observed.insert(next.job_id.clone(), next.clone());
         let mut timed = Vec::new();
@@ -157,6 +157,70 @@ impl KubeCluster {
         }
         self.emit_timed(&next.pool, &next.job_id, timed);
         drop(m);
+        Some(job_id)
+    }
+
+    /// After the watch listed every Workload again: it does so when it fell too far behind
+    /// (the API server's 410 Gone), and a Workload deleted in the gap sends no `Delete`; the
+    /// list is the truth. Each Workload the mirror holds that the list did not is forgotten,
+    /// and a job that had not finished ends as cancelled, now (its deletion time went with
+    /// it). Without this the mirror kept it as it last was: a running job ran on forever.
+    pub fn forget_unlisted(&self, listed: &std::collections::HashSet<String>) {
+        let now = Utc::now();
+        let mut m = self.mirror();
+        let gone: Vec<String> = m
+            .observed
+            .keys()
+            .filter(|id| !listed.contains(*id))
+            .cloned()
+            .collect();
+        for id in gone {
+            let Some(prev) = m.observed.remove(&id) else {
+                continue;
+            };
+            if !matches!(prev.phase, Phase::Finished { .. }) {
+                tracing::warn!(job.id = %id, "its Workload was not in the cluster when the watch listed again; the job ends as cancelled");
+                self.emit(
+                    &prev.pool,
+                    &id,
+                    now,
+                    vec![Change::Cancelled {
+                        reason: "Its workload was gone from the cluster when Gantry listed the workloads again".into(),
+                    }],
+                );
+            }
+        }
+        drop(m);
+    }
+
+    /// One event of the Workload watch; `relisted` gathers the job ids of a list in progress.
+    pub fn on_workload_event(
+        &self,
+        ev: watcher::Event<DynamicObject>,
+        relisted: &mut Option<std::collections::HashSet<String>>,
+    ) {
+        match ev {
+            watcher::Event::Init => *relisted = Some(Default::default()),
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+                self.reachable.store(true, Ordering::Relaxed);
+                if let Ok(v) = serde_json::to_value(&o) {
+                    if let (Some(id), Some(listed)) = (self.observe(&v), relisted.as_mut()) {
+                        listed.insert(id);
+                    }
+                }
+            }
+            watcher::Event::Delete(o) => {
+                if let Ok(v) = serde_json::to_value(&o) {
+                    self.forget(&v);
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(listed) = relisted.take() {
+                    self.forget_unlisted(&listed);
+                }
+                self.listed.store(true, Ordering::SeqCst);
+            }
+        }
     }
 
     /// A Workload deleted in the cluster: a job that had not finished ends as cancelled, at
@@ -203,21 +267,10 @@ impl KubeCluster {
             let mut events = watcher(api, watcher::Config::default())
                 .default_backoff()
                 .boxed();
+            let mut relisted = None;
             while let Some(ev) = events.next().await {
                 match ev {
-                    Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => {
-                        me.reachable.store(true, Ordering::Relaxed);
-                        if let Ok(v) = serde_json::to_value(&o) {
-                            me.observe(&v);
-                        }
-                    }
-                    Ok(watcher::Event::Delete(o)) => {
-                        if let Ok(v) = serde_json::to_value(&o) {
-                            me.forget(&v);
-                        }
-                    }
-                    Ok(watcher::Event::InitDone) => me.listed.store(true, Ordering::SeqCst),
-                    Ok(watcher::Event::Init) => {}
+                    Ok(ev) => me.on_workload_event(ev, &mut relisted),
                     Err(e) => {
                         me.reachable.store(false, Ordering::Relaxed);
                         tracing::warn!(error = %e, "watching Kueue workloads failed; retrying with backoff");
