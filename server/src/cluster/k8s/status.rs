@@ -5,7 +5,8 @@
 //! `QuotaReserved` (its `False` message is Kueue's reason for waiting), `Admitted`,
 //! `PodsReady`, `Evicted` (reason `Preempted`), `Preempted` (reasons `InClusterQueue`,
 //! `InCohortReclamation`, `InCohortFairSharing`, `InCohortReclaimWhileBorrowing`) and
-//! `Finished` (reason `Succeeded` or `Failed`).
+//! `Finished` (reason `Succeeded` or `Failed`); and `spec.active: false` with `Evicted` (reason
+//! `DeactivatedDueTo…`, e.g. `…MaximumExecutionTimeExceeded`): deactivated, the job has ended.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -262,6 +263,31 @@ pub fn observe(w: &Value, namespace_prefix: &str) -> Option<Observed> {
             succeeded: f["reason"] != "Failed",
             message: f["message"].as_str().unwrap_or_default().to_string(),
         }
+    } else if w["spec"]["active"] == false && !is_true(w, "Admitted") {
+        // Deactivated and evicted: Kueue does so when a workload runs past its
+        // `maximumExecutionTimeSeconds` (KEP-3125; the job's `max-exec-time-seconds` label),
+        // past its requeuing limit, or when someone sets `spec.active: false`. It is never
+        // admitted again and gets no `Finished` condition: the job has ended.
+        let why = ["Evicted", "DeactivationTarget"]
+            .into_iter()
+            .filter_map(|k| condition(w, k))
+            .find_map(|c| c["reason"].as_str().filter(|r| !r.is_empty()))
+            .unwrap_or("Deactivated");
+        let message = if why.contains("MaximumExecutionTimeExceeded") {
+            match w["spec"]["maximumExecutionTimeSeconds"].as_i64() {
+                Some(s) => format!(
+                    "Stopped at its max runtime of {}: Kueue deactivated its workload",
+                    app::format::duration(s)
+                ),
+                None => "Stopped at its max runtime: Kueue deactivated its workload".to_string(),
+            }
+        } else {
+            format!("Kueue deactivated its workload ({why})")
+        };
+        Phase::Finished {
+            succeeded: false,
+            message,
+        }
     } else if is_true(w, "Admitted") {
         // Kueue reserves quota, then admits once the admission checks pass; the admission
         // time is that of `Admitted`, else of `QuotaReserved`.
@@ -296,7 +322,15 @@ pub fn observe(w: &Value, namespace_prefix: &str) -> Option<Observed> {
     let times = Times {
         admitted: true_since(w, "Admitted").or_else(|| true_since(w, "QuotaReserved")),
         running: true_since(w, "PodsReady").or(admitted_at),
-        finished: true_since(w, "Finished"),
+        // A deactivated workload ended when it was evicted (or marked for it).
+        finished: matches!(phase, Phase::Finished { .. })
+            .then(|| {
+                true_since(w, "Finished")
+                    .or_else(|| true_since(w, "Evicted"))
+                    .or_else(|| true_since(w, "DeactivationTarget"))
+                    .or_else(|| last_change(w))
+            })
+            .flatten(),
         evicted: true_since(w, "Evicted")
             .or_else(|| condition(w, "Evicted").and_then(|c| time(&c["lastTransitionTime"]))),
         last_change: last_change(w),

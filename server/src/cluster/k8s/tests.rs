@@ -1002,6 +1002,84 @@ fn the_deployments_configuration_loads_and_its_probes_exist() {
     );
 }
 
+/// A Workload that runs past its `maximumExecutionTimeSeconds` (the job's max runtime, from
+/// its `kueue.x-k8s.io/max-exec-time-seconds` label) is deactivated by Kueue (KEP-3125):
+/// `spec.active: false`, evicted with reason `DeactivatedDueToMaximumExecutionTimeExceeded`,
+/// never admitted again and never `Finished`. Its job ends as failed at the eviction, saying
+/// why; it once read as evicted and went back to queued for good.
+#[test]
+fn a_workload_deactivated_at_its_max_runtime_ends_its_job() {
+    let (svc, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _guard = rt.enter();
+    let k = KubeCluster::new(kube::Client::new(svc, "default"), settings(), vec![]);
+    let mut events = k.subscribe();
+    k.observe(&wl(json!([
+        cond("Admitted", true, "Admitted", ""),
+        cond("PodsReady", true, "PodsReady", "")
+    ])));
+    let mut stopped = wl(json!([
+        {"type": "DeactivationTarget", "status": "True", "reason": "MaximumExecutionTimeExceeded", "message": "exceeding the maximum execution time", "lastTransitionTime": "2026-11-29T18:05:00Z"},
+        {"type": "Evicted", "status": "True", "reason": "DeactivatedDueToMaximumExecutionTimeExceeded", "message": "The workload is deactivated due to exceeding the maximum execution time", "lastTransitionTime": "2026-11-29T18:05:01Z"},
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "The workload is deactivated", "lastTransitionTime": "2026-11-29T18:05:01Z"},
+        {"type": "Admitted", "status": "False", "reason": "NoReservation", "message": "The workload has no reservation", "lastTransitionTime": "2026-11-29T18:05:01Z"},
+        {"type": "Requeued", "status": "False", "reason": "DeactivatedDueToMaximumExecutionTimeExceeded", "message": "", "lastTransitionTime": "2026-11-29T18:05:01Z"}
+    ]));
+    stopped["spec"]["active"] = json!(false);
+    stopped["spec"]["maximumExecutionTimeSeconds"] = json!(28800);
+    k.observe(&stopped);
+    // Seen again (a re-list) it says nothing more.
+    k.observe(&stopped);
+    let changes: Vec<(String, Change)> = std::iter::from_fn(|| events.try_recv().ok())
+        .map(|e| (e.at.to_rfc3339(), e.change))
+        .collect();
+    assert_eq!(
+        changes,
+        vec![
+            (
+                "2026-11-29T10:05:00+00:00".into(),
+                Change::Admitted { nodes: vec![] }
+            ),
+            ("2026-11-29T10:05:00+00:00".into(), Change::Running),
+            (
+                "2026-11-29T18:05:01+00:00".into(),
+                Change::Failed {
+                    reason: "Stopped at its max runtime of 8.0 h: Kueue deactivated its workload"
+                        .into()
+                }
+            ),
+        ]
+    );
+    // Deactivated by hand (`kubectl patch … active: false`), the reason is Kueue's.
+    let mut by_hand = stopped.clone();
+    by_hand["status"]["conditions"][1]["reason"] = json!("DeactivatedDueToDeactivated");
+    by_hand["status"]["conditions"]
+        .as_array_mut()
+        .unwrap()
+        .remove(0);
+    let o = status::observe(&by_hand, "team-").unwrap();
+    assert_eq!(
+        o.phase,
+        Phase::Finished {
+            succeeded: false,
+            message: "Kueue deactivated its workload (DeactivatedDueToDeactivated)".into()
+        }
+    );
+    // Still admitted while its eviction is under way: it still holds its GPUs.
+    let mut evicting = wl(json!([
+        cond("Admitted", true, "Admitted", ""),
+        cond("PodsReady", true, "PodsReady", "")
+    ]));
+    evicting["spec"]["active"] = json!(false);
+    assert!(matches!(
+        status::observe(&evicting, "team-").unwrap().phase,
+        Phase::Running { .. }
+    ));
+}
+
 /// kube-runtime's watcher lists every Workload again when it falls too far behind (410
 /// Gone), and a Workload deleted in the gap sends no `Delete`: "objects not in the new list
 /// should be assumed deleted". A running job whose Workload the list no longer holds ends as
