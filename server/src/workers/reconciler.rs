@@ -279,6 +279,24 @@ pub async fn correct_from_cluster(
                     ));
                 }
             }
+            // Sent, and once admitted from its workload, which the cluster no longer holds: it
+            // was deleted (or, finished, collected) while Gantry was not watching. It ends; it
+            // is not sent again (that would start a finished training run over).
+            (Admitted | Running, None) if row.sent_at.is_some() => {
+                tracing::warn!(job.id = %row.id, state = %said, "the cluster no longer holds a job it admitted; the job ends as cancelled");
+                moves.push((
+                    Transition {
+                        job_id: &row.id,
+                        from: &[Admitted, Running],
+                        to: Cancelled,
+                        at: now,
+                        reason: "",
+                        node_names: None,
+                        kind: None,
+                    },
+                    format!("Corrected from the cluster: its workload is gone from the cluster, deleted while Gantry was not watching (the database said {said}); it is not sent again"),
+                ));
+            }
             (Admitted | Running, None | Some(WorkloadPhase::Pending)) => {
                 let reason = if held.contains_key(row.id.as_str()) {
                     format!("Corrected from the cluster: queued (the database said {said})")

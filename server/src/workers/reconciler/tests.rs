@@ -146,29 +146,37 @@ async fn drift_in_the_database_is_corrected_from_the_cluster() {
 
     // 3. Admitted in the database, unknown to the cluster: queued again, and sent again.
     let params = serde_json::Map::new();
-    let c = uuid::Uuid::now_v7().to_string();
-    f.db.insert_job(
-        &NewJob {
-            id: &c,
-            name: "never-sent",
-            template: "llama-3.1-8b-fsdp",
-            template_version: 1,
-            team: "nlp",
-            user: "alice",
-            pool: "hgx-h100",
-            gpus: 8,
-            priority: Default::default(),
-            params: &params,
-            max_runtime_s: 3600,
-            idempotency_key: None,
-            request_body: "{}",
-            created_at: Utc::now(),
-            cloned_from: None,
-        },
-        "test: stored",
-    )
-    .await
-    .unwrap();
+    // A job stored straight into the database (the cluster never told of it).
+    let store = |name: &'static str| {
+        let (f, params) = (&f, &params);
+        async move {
+            let id = uuid::Uuid::now_v7().to_string();
+            f.db.insert_job(
+                &NewJob {
+                    id: &id,
+                    name,
+                    template: "llama-3.1-8b-fsdp",
+                    template_version: 1,
+                    team: "nlp",
+                    user: "alice",
+                    pool: "hgx-h100",
+                    gpus: 8,
+                    priority: Default::default(),
+                    params,
+                    max_runtime_s: 3600,
+                    idempotency_key: None,
+                    request_body: "{}",
+                    created_at: Utc::now(),
+                    cloned_from: None,
+                },
+                "test: stored",
+            )
+            .await
+            .unwrap();
+            id
+        }
+    };
+    let c = store("never-sent").await;
     drift(
         &f,
         &c,
@@ -187,6 +195,33 @@ async fn drift_in_the_database_is_corrected_from_the_cluster() {
     assert_eq!(f.db.get_job(&c).await.unwrap().state, JobState::Queued);
     assert_eq!(super::resend_unsent(&f.portal).await.unwrap(), 1);
     assert!(phase(&f, &c).await.is_some(), "sent again");
+
+    // 4. Running in the database, sent, and no longer held by the cluster: its workload was
+    // deleted (or, finished, collected) while nobody watched. It ends, and is not sent again:
+    // a finished training run must not start over. It was queued and sent again.
+    let d = store("gone").await;
+    f.db.mark_sent(&d, f.cluster.now()).await.unwrap();
+    drift(
+        &f,
+        &d,
+        JobState::Queued,
+        JobState::Admitted,
+        &["hgx-h100-node-10".into()],
+    )
+    .await;
+    drift(&f, &d, JobState::Admitted, JobState::Running, &[]).await;
+    f.resync.request();
+    event_saying(
+        &f,
+        &d,
+        "Corrected from the cluster: its workload is gone from the cluster, deleted while Gantry was not watching (the database said running); it is not sent again",
+    )
+    .await;
+    let row = f.db.get_job(&d).await.unwrap();
+    assert_eq!(row.state, JobState::Cancelled);
+    assert!(!f.db.open_interval_starts().await.unwrap().contains_key(&d));
+    assert_eq!(super::resend_unsent(&f.portal).await.unwrap(), 0);
+    assert!(phase(&f, &d).await.is_none(), "not sent again");
     f.stop().await;
 }
 
