@@ -4859,6 +4859,33 @@ async fn re_runs_of_one_name_sent_together_get_different_numbers(t: Target) {
     names.sort();
     let expected: Vec<String> = (1..=4).map(|n| format!("burst · re-run {n}")).collect();
     assert_eq!(names, expected);
+    // Four sent together with one Idempotency-Key: one re-run, the others its repeats (200),
+    // where a repeat waited, was named one higher and refused as a different launch.
+    let answers = futures::future::join_all(
+        (0..4).map(|_| alice.post_with(&path, json!({}), Some("burst-key"))),
+    )
+    .await;
+    let statuses: Vec<StatusCode> = answers.iter().map(|(s, _)| *s).collect();
+    assert_eq!(
+        statuses
+            .iter()
+            .filter(|s| **s == StatusCode::CREATED)
+            .count(),
+        1,
+        "{answers:?}"
+    );
+    assert!(
+        statuses
+            .iter()
+            .all(|s| *s == StatusCode::CREATED || *s == StatusCode::OK),
+        "{answers:?}"
+    );
+    let ids: std::collections::HashSet<&str> = answers
+        .iter()
+        .map(|(_, j)| j["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 1, "{answers:?}");
+    assert_eq!(answers[0].1["name"], "burst · re-run 5");
     finish(app, db).await;
 }
 

@@ -466,10 +466,14 @@ impl Portal {
                 row.team
             )));
         }
+        // Held from before the key is looked up: a repeat sent together with the first waits
+        // for it to be stored and then finds it (it was named one higher and refused).
+        let naming = self.rerun_names.lock().await;
         if let Some(k) = key.as_deref() {
             crate::input::single_line("Idempotency-Key", k)?;
             if let Some(existing) = self.db.find_by_idempotency_key(&viewer.user, k).await? {
                 if existing.cloned_from.as_deref() == Some(id) {
+                    drop(naming);
                     return Ok((self.get_job(viewer, &existing.id).await?, false));
                 }
             }
@@ -495,7 +499,6 @@ impl Portal {
             _ => row.name.as_str(),
         };
         let base = rerun_base(base);
-        let naming = self.rerun_names.lock().await;
         let n = self.db.last_rerun_number(&row.team, &base).await? + 1;
         let req = LaunchRequest {
             template: row.template.clone(),
