@@ -298,7 +298,7 @@ impl World {
         let listed = self.portal().cluster().workloads().await.unwrap();
         let mut pending: Vec<&str> = listed
             .iter()
-            .filter(|(_, p)| matches!(p, WorkloadPhase::Pending))
+            .filter(|(_, p)| matches!(p, WorkloadPhase::Pending { .. }))
             .map(|(id, _)| id.as_str())
             .collect();
         let mut queued: Vec<&str> = jobs
@@ -316,7 +316,7 @@ impl World {
             .into_iter()
             .filter_map(|(id, phase)| match phase {
                 WorkloadPhase::Admitted { nodes, .. } => Some((id, nodes)),
-                WorkloadPhase::Pending => None,
+                WorkloadPhase::Pending { .. } => None,
             })
             .collect();
         let api: HashMap<String, Vec<String>> = jobs

@@ -117,7 +117,9 @@ pub struct Admissibility {
 /// Where a known workload stands, for reconciling after a restart.
 #[derive(Clone, Debug, PartialEq)]
 pub enum WorkloadPhase {
-    Pending,
+    /// Waiting; `evicted_at` when the cluster records when it was last evicted (Kueue's
+    /// `Evicted` condition), so that a repair after missed events ends the run then.
+    Pending { evicted_at: Option<DateTime<Utc>> },
     Admitted {
         at: DateTime<Utc>,
         nodes: Vec<String>,

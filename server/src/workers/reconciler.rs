@@ -246,7 +246,7 @@ pub async fn correct_from_cluster(
         let mut admission = None;
         let empty: &[String] = &[];
         match (said, held.get(row.id.as_str())) {
-            (Queued, None | Some(WorkloadPhase::Pending)) => {}
+            (Queued, None | Some(WorkloadPhase::Pending { .. })) => {}
             (Queued, Some(WorkloadPhase::Admitted { at, nodes, running })) => {
                 moves.push((
                     Transition {
@@ -297,8 +297,21 @@ pub async fn correct_from_cluster(
                     format!("Corrected from the cluster: its workload is gone from the cluster, deleted while Gantry was not watching (the database said {said}); it is not sent again"),
                 ));
             }
-            (Admitted | Running, None | Some(WorkloadPhase::Pending)) => {
-                let reason = if held.contains_key(row.id.as_str()) {
+            (Admitted | Running, None | Some(WorkloadPhase::Pending { .. })) => {
+                // Evicted while Gantry was not watching, at a time the cluster recorded after
+                // this admission: the run ends then, as a preemption (not when Gantry saw it).
+                let evicted = match held.get(row.id.as_str()) {
+                    Some(WorkloadPhase::Pending {
+                        evicted_at: Some(e),
+                    }) if row.admitted_at.is_some_and(|a| *e >= a) && *e <= now => Some(*e),
+                    _ => None,
+                };
+                let reason = if let Some(e) = evicted {
+                    format!(
+                        "Corrected from the cluster: evicted at {} and queued again (the database said {said})",
+                        e.to_rfc3339()
+                    )
+                } else if held.contains_key(row.id.as_str()) {
                     format!("Corrected from the cluster: queued (the database said {said})")
                 } else {
                     tracing::warn!(job.id = %row.id, state = %said, "the cluster does not hold a job the database says it holds; queued again for the resender");
@@ -309,10 +322,10 @@ pub async fn correct_from_cluster(
                         job_id: &row.id,
                         from: &[Admitted, Running],
                         to: Queued,
-                        at: now,
+                        at: evicted.unwrap_or(now),
                         reason: "",
                         node_names: Some(empty),
-                        kind: None,
+                        kind: evicted.map(|_| "preempted"),
                     },
                     reason,
                 ));

@@ -474,7 +474,9 @@ impl Cluster for KubeCluster {
             .values()
             .filter_map(|o| {
                 let phase = match &o.phase {
-                    Phase::Pending { .. } => WorkloadPhase::Pending,
+                    Phase::Pending { .. } => WorkloadPhase::Pending {
+                        evicted_at: o.times.evicted,
+                    },
                     Phase::Admitted { at, nodes } => WorkloadPhase::Admitted {
                         at: *at,
                         nodes: nodes.clone(),

@@ -173,7 +173,10 @@ impl Cluster for SimCluster {
         }
         for q in st.queues.values() {
             for c in q.iter() {
-                v.push((st.specs[&c.id].job_id.clone(), WorkloadPhase::Pending));
+                v.push((
+                    st.specs[&c.id].job_id.clone(),
+                    WorkloadPhase::Pending { evicted_at: None },
+                ));
             }
         }
         Ok(v)

@@ -38,6 +38,38 @@ async fn launch(f: &Fixture, user: &str, gpus: u32, pool: &str) -> String {
         .id
 }
 
+/// A job stored straight into the database (the cluster never told of it).
+async fn store(
+    f: &Fixture,
+    params: &serde_json::Map<String, serde_json::Value>,
+    name: &str,
+) -> String {
+    let id = uuid::Uuid::now_v7().to_string();
+    f.db.insert_job(
+        &NewJob {
+            id: &id,
+            name,
+            template: "llama-3.1-8b-fsdp",
+            template_version: 1,
+            team: "nlp",
+            user: "alice",
+            pool: "hgx-h100",
+            gpus: 8,
+            priority: Default::default(),
+            params,
+            max_runtime_s: 3600,
+            idempotency_key: None,
+            request_body: "{}",
+            created_at: Utc::now(),
+            cloned_from: None,
+        },
+        "test: stored",
+    )
+    .await
+    .unwrap();
+    id
+}
+
 /// Moves a job in the database only, as a lost or misapplied event would leave it.
 async fn drift(f: &Fixture, id: &str, from: JobState, to: JobState, nodes: &[String]) {
     let moved =
@@ -123,7 +155,10 @@ async fn drift_in_the_database_is_corrected_from_the_cluster() {
     // taken by the first).
     launch(&f, "alice", 16, "hgx-h200").await;
     let b = launch(&f, "alice", 16, "hgx-h200").await;
-    assert_eq!(phase(&f, &b).await, Some(WorkloadPhase::Pending));
+    assert_eq!(
+        phase(&f, &b).await,
+        Some(WorkloadPhase::Pending { evicted_at: None })
+    );
     drift(
         &f,
         &b,
@@ -146,37 +181,7 @@ async fn drift_in_the_database_is_corrected_from_the_cluster() {
 
     // 3. Admitted in the database, unknown to the cluster: queued again, and sent again.
     let params = serde_json::Map::new();
-    // A job stored straight into the database (the cluster never told of it).
-    let store = |name: &'static str| {
-        let (f, params) = (&f, &params);
-        async move {
-            let id = uuid::Uuid::now_v7().to_string();
-            f.db.insert_job(
-                &NewJob {
-                    id: &id,
-                    name,
-                    template: "llama-3.1-8b-fsdp",
-                    template_version: 1,
-                    team: "nlp",
-                    user: "alice",
-                    pool: "hgx-h100",
-                    gpus: 8,
-                    priority: Default::default(),
-                    params,
-                    max_runtime_s: 3600,
-                    idempotency_key: None,
-                    request_body: "{}",
-                    created_at: Utc::now(),
-                    cloned_from: None,
-                },
-                "test: stored",
-            )
-            .await
-            .unwrap();
-            id
-        }
-    };
-    let c = store("never-sent").await;
+    let c = store(&f, &params, "never-sent").await;
     drift(
         &f,
         &c,
@@ -199,7 +204,7 @@ async fn drift_in_the_database_is_corrected_from_the_cluster() {
     // 4. Running in the database, sent, and no longer held by the cluster: its workload was
     // deleted (or, finished, collected) while nobody watched. It ends, and is not sent again:
     // a finished training run must not start over. It was queued and sent again.
-    let d = store("gone").await;
+    let d = store(&f, &params, "gone").await;
     f.db.mark_sent(&d, f.cluster.now()).await.unwrap();
     drift(
         &f,
@@ -244,5 +249,75 @@ async fn a_refused_event_sets_off_a_repair() {
     let row = f.db.get_job(&a).await.unwrap();
     assert_eq!(row.state, JobState::Running);
     assert!(f.db.open_interval_starts().await.unwrap().contains_key(&a));
+    f.stop().await;
+}
+
+/// A run the cluster evicted while Gantry was not watching (Kueue's `Evicted` condition says
+/// when) ends at that time, as a preemption; it once ended when Gantry next compared, and the
+/// whole gap was counted as GPU-hours. An eviction recorded before this admission is not it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_evicted_while_nobody_watched_ends_at_the_eviction() {
+    let db = TestDb::sqlite();
+    let f = Fixture::start_with(&db, ONLY_WHEN_ASKED).await;
+    let params = serde_json::Map::new();
+    let admitted = f.cluster.now();
+    let a = store(&f, &params, "evicted").await;
+    drift(
+        &f,
+        &a,
+        JobState::Queued,
+        JobState::Admitted,
+        &["hgx-h100-node-03".into()],
+    )
+    .await;
+    let b = store(&f, &params, "evicted-before").await;
+    drift(
+        &f,
+        &b,
+        JobState::Queued,
+        JobState::Admitted,
+        &["hgx-h100-node-04".into()],
+    )
+    .await;
+    f.cluster.sim.advance(chrono::Duration::minutes(30));
+    let evicted = admitted + chrono::Duration::minutes(10);
+    let held = [
+        (
+            a.clone(),
+            WorkloadPhase::Pending {
+                evicted_at: Some(evicted),
+            },
+        ),
+        (
+            b.clone(),
+            WorkloadPhase::Pending {
+                evicted_at: Some(admitted - chrono::Duration::minutes(5)),
+            },
+        ),
+    ];
+    super::correct_from_cluster(&f.db, &*f.cluster, &held)
+        .await
+        .unwrap();
+    let intervals = f.db.job_intervals(&a).await.unwrap();
+    assert_eq!(intervals.len(), 1);
+    assert_eq!(
+        intervals[0].2.map(crate::db::ms),
+        Some(crate::db::ms(evicted)),
+        "ends at the eviction"
+    );
+    let events = f.db.events_for(&[a.as_str(), b.as_str()]).await.unwrap();
+    let last = events[&a].last().unwrap();
+    assert_eq!(last.kind, "preempted");
+    assert!(
+        last.reason
+            .starts_with("Corrected from the cluster: evicted at "),
+        "{}",
+        last.reason
+    );
+    assert_eq!(f.db.get_job(&a).await.unwrap().state, JobState::Queued);
+    // b's eviction was before its admission: ended when seen, not a preemption of this run.
+    let end_b = f.db.job_intervals(&b).await.unwrap()[0].2.unwrap();
+    assert!(end_b > evicted, "{end_b}");
+    assert_ne!(events[&b].last().unwrap().kind, "preempted");
     f.stop().await;
 }
