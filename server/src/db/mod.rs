@@ -202,14 +202,21 @@ impl Db {
         Ok(Snapshot { tx })
     }
 
+    /// Where the sim clock resumes after a restart: the saved clock, or the latest time a
+    /// job event records when that is later (the clock is saved every 2 s of real time, up to
+    /// two minutes of sim time at 60×, and a crash loses what was not saved: resumed earlier,
+    /// a run admitted again would overlap the one before it). `None` before the first save.
     pub async fn sim_clock(&self) -> Result<Option<DateTime<Utc>>> {
-        let row = sqlx::query("SELECT now_ms FROM sim_clock WHERE sim_clock_id = 1")
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(map_err)?;
-        Ok(row
-            .map(|r| r.try_get::<i64, _>("now_ms").map(from_ms))
-            .transpose()?)
+        let row = sqlx::query(
+            "SELECT (SELECT now_ms FROM sim_clock WHERE sim_clock_id = 1) AS saved, \
+             (SELECT MAX(at) FROM job_event) AS last_event",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .map_err(map_err)?;
+        let saved: Option<i64> = row.try_get("saved")?;
+        let last_event: Option<i64> = row.try_get("last_event")?;
+        Ok(saved.map(|s| from_ms(s.max(last_event.unwrap_or(s)))))
     }
 
     /// Saves the sim's clock, for a restart to resume from. Not a change in [`Db::changes`]:

@@ -856,6 +856,46 @@ async fn the_last_re_run_number_is_of_exact_names_in_the_team(t: &TestDb) {
     );
 }
 
+/// The sim clock resumes at the saved clock, or at the latest job event when that is later
+/// (a crash between two saves); nothing saved yet is `None` (first start: the real time).
+async fn the_sim_clock_resumes_no_earlier_than_the_last_event(t: &TestDb) {
+    let db = Db::connect(&t.url, 2).await.expect("connect");
+    crate::seed::seed_catalog(&db, Utc::now()).await.unwrap();
+    assert_eq!(db.sim_clock().await.unwrap(), None);
+    let saved = Utc.with_ymd_and_hms(2026, 11, 20, 22, 0, 0).unwrap();
+    db.save_sim_clock(saved).await.unwrap();
+    assert_eq!(db.sim_clock().await.unwrap(), Some(saved));
+    let params = serde_json::Map::new();
+    let earlier = saved - chrono::Duration::minutes(30);
+    db.insert_job(
+        &new_job("before", "before", "nlp", "alice", &params, earlier),
+        "launched",
+    )
+    .await
+    .unwrap();
+    assert_eq!(db.sim_clock().await.unwrap(), Some(saved));
+    let later = saved + chrono::Duration::seconds(100);
+    db.insert_job(
+        &new_job("after", "after", "nlp", "alice", &params, later),
+        "launched",
+    )
+    .await
+    .unwrap();
+    assert_eq!(db.sim_clock().await.unwrap(), Some(later));
+}
+
+#[tokio::test]
+async fn the_sim_clock_resumes_no_earlier_than_the_last_event_on_sqlite() {
+    the_sim_clock_resumes_no_earlier_than_the_last_event(&TestDb::sqlite()).await;
+}
+
+#[tokio::test]
+async fn the_sim_clock_resumes_no_earlier_than_the_last_event_on_postgres() {
+    let db = TestDb::postgres().await;
+    the_sim_clock_resumes_no_earlier_than_the_last_event(&db).await;
+    db.drop_database().await;
+}
+
 #[tokio::test]
 async fn the_last_re_run_number_is_of_exact_names_in_the_team_on_sqlite() {
     the_last_re_run_number_is_of_exact_names_in_the_team(&TestDb::sqlite()).await;
