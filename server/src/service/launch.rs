@@ -359,7 +359,14 @@ impl Portal {
             run_spec(&v.template, &name, &viewer.user, &v.params),
         );
         match self.cluster.submit(spec).await {
-            Ok(()) => self.db.mark_sent(&id, self.cluster.now()).await?,
+            // The job is stored and the cluster has it: a failed note of that is not the
+            // launch's failure (a 500 would have a client launch it again). Unnoted, the
+            // resender sends it again, which the cluster takes as the same object.
+            Ok(()) => {
+                if let Err(e) = self.db.mark_sent(&id, self.cluster.now()).await {
+                    tracing::warn!(job.id = %id, error = %e, "the job was sent but could not be noted as sent; the resender will send it again");
+                }
+            }
             Err(e) => {
                 tracing::warn!(job.id = %id, error = %e, "cluster did not take the job yet; it will be retried")
             }
