@@ -66,7 +66,7 @@ pub fn patch(list: &mut JobList, terms: &JobTerms, first_page: bool, c: &Change)
             let from = match before {
                 Some((JobState::Queued, p)) => Some(p.unwrap_or(0)),
                 Some(_) => None,
-                None if row.state == JobState::Admitted && row.created_at >= c.at => None,
+                None if row.state == JobState::Admitted && launched_by(row, c) => None,
                 None => Some(0),
             };
             from.is_some_and(|p| queued_behind(list, &row.pool, &row.id, p))
@@ -89,7 +89,15 @@ pub fn patch(list: &mut JobList, terms: &JobTerms, first_page: bool, c: &Change)
             list.total = list.total.saturating_sub(1);
             Patched::Changed
         }
-        None if !belongs => Patched::Nothing,
+        // Not in the list now. Under a state filter it may have been, on another page, and
+        // counted: it just left that state (a running job that succeeded).
+        None if !belongs => {
+            if (terms.state.is_some() || terms.active) && list.total > list.jobs.len() as u64 {
+                Patched::Refetch
+            } else {
+                Patched::Nothing
+            }
+        }
         None => {
             // Not shown, and in the list. Shown rows span from the newest (the first page:
             // everything newer) to the last (or everything older when there is no next page).
@@ -110,7 +118,7 @@ pub fn patch(list: &mut JobList, terms: &JobTerms, first_page: bool, c: &Change)
             } else if terms.state.is_none() && !terms.active {
                 // The terms do not depend on the state, so a job on another page was counted
                 // already; only a new job adds to the count, and a new job is the newest.
-                if above && row.created_at >= c.at {
+                if above && launched_by(row, c) {
                     list.total += 1;
                     Patched::Changed
                 } else {
@@ -127,6 +135,13 @@ pub fn patch(list: &mut JobList, terms: &JobTerms, first_page: bool, c: &Change)
     } else {
         out
     }
+}
+
+/// Whether `c` is the launch of `row`: its submission is no earlier than the change. To the
+/// millisecond, as the database keeps it (the change's time has the clock's full precision,
+/// and a launch at 10.000123 s is stored as 10.000 s).
+fn launched_by(row: &Job, c: &Change) -> bool {
+    row.created_at.timestamp_millis() >= c.at.timestamp_millis()
 }
 
 /// Whether the page shows a queued job of `pool` other than `id` at `from` or behind it.
@@ -308,17 +323,13 @@ pub(crate) mod tests {
             Patched::Nothing,
             "the same row again changes nothing"
         );
-        // An older page: a new job belongs to the first page, and counts.
+        // An older page: a new job belongs to the first page, and counts. The change's time
+        // has the clock's full precision, the stored row's the millisecond (it once did not
+        // count: the row looked older than its own launch).
         let new = job("n", 70, JobState::Admitted, "h100", None);
-        assert_eq!(
-            patch(
-                &mut l,
-                &team(),
-                false,
-                &change(Some(new.clone()), "h100", 70)
-            ),
-            Patched::Changed
-        );
+        let mut launch = change(Some(new.clone()), "h100", 70);
+        launch.at += chrono::Duration::nanoseconds(123_456);
+        assert_eq!(patch(&mut l, &team(), false, &launch), Patched::Changed);
         assert_eq!((ids(&l), l.total), (vec!["b", "a"], 10));
         // An older job on a later page changed state: it was counted already.
         let old = job("o", 1, JobState::Succeeded, "h100", None);
@@ -334,6 +345,40 @@ pub(crate) mod tests {
         assert_eq!(
             patch(&mut l, &running, false, &change(Some(new), "h100", 70)),
             Patched::Refetch
+        );
+        // Nor whether a job on another page that left the filtered state was counted (the
+        // count stayed where it was).
+        assert_eq!(
+            patch(
+                &mut l,
+                &running,
+                false,
+                &change(
+                    Some(job("p", 2, JobState::Succeeded, "h100", None)),
+                    "h100",
+                    90
+                )
+            ),
+            Patched::Refetch
+        );
+        // With every row shown there is no other page: it was not in the list.
+        let mut whole = list(
+            vec![job("a", 10, JobState::Admitted, "h100", None)],
+            1,
+            false,
+        );
+        assert_eq!(
+            patch(
+                &mut whole,
+                &running,
+                true,
+                &change(
+                    Some(job("p", 2, JobState::Succeeded, "h100", None)),
+                    "h100",
+                    90
+                )
+            ),
+            Patched::Nothing
         );
     }
 
