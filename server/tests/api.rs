@@ -1915,6 +1915,11 @@ async fn job_lists_page_search_and_filter_on_the_server(t: Target) {
     }
     let (s, _) = alice.get("/api/v1/jobs?team=vision").await;
     assert_eq!(s, StatusCode::FORBIDDEN);
+    // Her own team with a space after it: the query trims it, and so does the check.
+    let (s, own) = alice.get("/api/v1/jobs?team=nlp%20").await;
+    assert_eq!(s, StatusCode::OK, "{own}");
+    let (_, plain) = alice.get("/api/v1/jobs?team=nlp").await;
+    assert_eq!(own["total"], plain["total"]);
     finish(app, db).await;
 }
 
@@ -4168,6 +4173,16 @@ async fn rollups_give_the_same_report_as_the_raw_intervals(t: Target) {
     c.usage.time_zone = "America/New_York".into();
     let tz = c.usage.tz();
     let app = App::start_with(c).await;
+    // The default span is 30 local days, across New York's clock change on 1 November too
+    // (it was 720 hours: the report began at 01:00 on its first day).
+    let carol = app.client("carol").await;
+    let (status, r) = carol.get("/api/v1/usage?to=2026-11-20").await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    assert_eq!(
+        (r["from"].as_str(), r["to"].as_str()),
+        (Some("2026-10-21T04:00:00Z"), Some("2026-11-20T05:00:00Z")),
+        "{r}"
+    );
     let store = app.running.portal.db();
     // Let the recorder measure and roll up everything that has ended.
     gantry::workers::recorder::record_once(store, Some(&gantry::metrics::SimMetrics::new(1)), tz)

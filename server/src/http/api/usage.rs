@@ -57,7 +57,16 @@ pub(super) async fn usage(
     };
     let from = match &q.from {
         Some(f) => usage_time("from", f, tz)?,
-        None => to - chrono::Duration::days(30),
+        // The same local time 30 days before: across a clock change that is 719 or 721 hours,
+        // and 720 would start the report an hour into (or before) its first day.
+        None => {
+            use chrono::TimeZone;
+            let back = to.with_timezone(&tz).naive_local() - chrono::Duration::days(30);
+            tz.from_local_datetime(&back)
+                .earliest()
+                .map(|t| t.with_timezone(&chrono::Utc))
+                .unwrap_or(to - chrono::Duration::days(30))
+        }
     };
     // The field the caller gave: `from` alone is measured against the default `to`.
     let field = if q.to.is_some() { "to" } else { "from" };
