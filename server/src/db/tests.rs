@@ -856,6 +856,56 @@ async fn the_last_re_run_number_is_of_exact_names_in_the_team(t: &TestDb) {
     );
 }
 
+/// An interval rolled up while no metrics back end was configured is final: a back end
+/// configured later does not measure it (it once did, and the same hours then read as
+/// unmeasured in whole days and as measured at a report's partial edge days).
+async fn an_interval_rolled_up_unmeasured_is_not_measured_later(t: &TestDb) {
+    let db = Db::connect(&t.url, 2).await.expect("connect");
+    crate::seed::seed_catalog(&db, Utc::now()).await.unwrap();
+    let params = serde_json::Map::new();
+    let at = Utc.with_ymd_and_hms(2026, 11, 20, 22, 0, 0).unwrap();
+    for (id, ends) in [("rolled", true), ("running", false)] {
+        db.insert_job(&new_job(id, id, "nlp", "alice", &params, at), "launched")
+            .await
+            .unwrap();
+        let mut steps = vec![(JobState::Queued, JobState::Admitted)];
+        if ends {
+            steps.push((JobState::Admitted, JobState::Succeeded));
+        }
+        for (i, (from, to)) in steps.into_iter().enumerate() {
+            assert!(db
+                .transition(&Transition {
+                    job_id: id,
+                    from: &[from],
+                    to,
+                    at: at + Duration::hours(i as i64),
+                    reason: "test",
+                    node_names: None,
+                    kind: None,
+                })
+                .await
+                .unwrap());
+        }
+    }
+    assert_eq!(db.intervals_without_util(10).await.unwrap().len(), 1);
+    assert_eq!(db.roll_up(chrono_tz::Tz::UTC, 10, false).await.unwrap(), 1);
+    assert!(db.intervals_without_util(10).await.unwrap().is_empty());
+    let left = db.job_intervals("rolled").await.unwrap();
+    assert_eq!(left[0].3, None, "unmeasured, as rolled up");
+}
+
+#[tokio::test]
+async fn an_interval_rolled_up_unmeasured_is_not_measured_later_on_sqlite() {
+    an_interval_rolled_up_unmeasured_is_not_measured_later(&TestDb::sqlite()).await;
+}
+
+#[tokio::test]
+async fn an_interval_rolled_up_unmeasured_is_not_measured_later_on_postgres() {
+    let db = TestDb::postgres().await;
+    an_interval_rolled_up_unmeasured_is_not_measured_later(&db).await;
+    db.drop_database().await;
+}
+
 /// The sim clock resumes at the saved clock, or at the latest job event when that is later
 /// (a crash between two saves); nothing saved yet is `None` (first start: the real time).
 async fn the_sim_clock_resumes_no_earlier_than_the_last_event(t: &TestDb) {

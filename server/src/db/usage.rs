@@ -232,8 +232,11 @@ impl Db {
             // Claim it first: two recorders (two replicas, or a test beside the server's
             // own) never add the same interval twice.
             let id: String = r.try_get("interval_id")?;
+            // Rolled up, its utilization is final: one still unmeasured (no metrics back end
+            // when it ended) is not measured later, or the same hours would read as
+            // unmeasured in whole days and as measured at a report's partial edge days.
             let claimed = sqlx::query(
-                "UPDATE job_interval SET rolled_up = 1 WHERE interval_id = $1 AND rolled_up = 0",
+                "UPDATE job_interval SET rolled_up = 1, util_checked = 1 WHERE interval_id = $1 AND rolled_up = 0",
             )
             .bind(&id)
             .execute(&mut *tx)
