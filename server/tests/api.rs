@@ -1915,7 +1915,7 @@ async fn job_lists_page_search_and_filter_on_the_server(t: Target) {
     }
     let (s, _) = alice.get("/api/v1/jobs?team=vision").await;
     assert_eq!(s, StatusCode::FORBIDDEN);
-    // Her own team with a space after it: the query trims it, and so does the check.
+    // Her own team with a space after it, as the query reads it (it was a 403).
     let (s, own) = alice.get("/api/v1/jobs?team=nlp%20").await;
     assert_eq!(s, StatusCode::OK, "{own}");
     let (_, plain) = alice.get("/api/v1/jobs?team=nlp").await;

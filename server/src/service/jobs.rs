@@ -280,7 +280,13 @@ impl Portal {
         if text.is_some_and(|t| t.chars().count() > 200) {
             return Err(Error::invalid("q", "at most 200 characters"));
         }
-        if let Some(t) = filter.team.as_deref().filter(|t| !t.trim().is_empty()) {
+        // Trimmed, as the query takes it: `team=nlp%20` is team nlp.
+        if let Some(t) = filter
+            .team
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+        {
             if !Self::may_see(viewer, t) {
                 return Err(Error::forbidden(format!(
                     "you can list only your own team's jobs, not team '{t}'"
