@@ -36,7 +36,6 @@ pub fn stored_workload(row: &JobRow, run: RunSpec) -> WorkloadSpec {
     }
 }
 
-/// A launch that passed every check, ready to store.
 /// The longest job name a launch takes.
 const MAX_NAME_CHARS: usize = 100;
 
@@ -56,6 +55,7 @@ fn rerun_base(name: &str) -> String {
         .to_string()
 }
 
+/// A launch that passed every check, ready to store.
 struct ValidLaunch {
     template: TemplateVersion,
     team: String,
