@@ -228,8 +228,9 @@ fn same_nodes(a: &[String], b: &[String]) -> bool {
 /// Compares every active job in the database with `held`, the cluster's own list at a
 /// moment whose events are all written, and repairs the database where they differ (the
 /// cluster is the truth), each repair with an event saying so. Queued jobs the cluster
-/// does not hold are the resender's; admitted or running ones it does not hold are queued
-/// again, for the resender to send. Returns the live changes of the repairs.
+/// does not hold are the resender's; admitted or running ones it does not hold end as
+/// cancelled when they were sent (deleted while Gantry was not watching), and are queued
+/// again for the resender when they never were. Returns the live changes of the repairs.
 pub async fn correct_from_cluster(
     db: &Db,
     cluster: &dyn Cluster,
