@@ -1009,14 +1009,7 @@ fn the_deployments_configuration_loads_and_its_probes_exist() {
 /// why; it once read as evicted and went back to queued for good.
 #[test]
 fn a_workload_deactivated_at_its_max_runtime_ends_its_job() {
-    let (svc, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let _guard = rt.enter();
-    let k = KubeCluster::new(kube::Client::new(svc, "default"), settings(), vec![]);
-    let mut events = k.subscribe();
+    let (_rt, k, mut events) = watching();
     k.observe(&wl(json!([
         cond("Admitted", true, "Admitted", ""),
         cond("PodsReady", true, "PodsReady", "")
@@ -1088,14 +1081,7 @@ fn a_workload_deactivated_at_its_max_runtime_ends_its_job() {
 #[test]
 fn a_workload_missing_from_the_watch_s_new_list_ends_its_job() {
     use kube::runtime::watcher::Event;
-    let (svc, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let _guard = rt.enter();
-    let k = KubeCluster::new(kube::Client::new(svc, "default"), settings(), vec![]);
-    let mut events = k.subscribe();
+    let (_rt, k, mut events) = watching();
     let running = wl(json!([
         cond("Admitted", true, "Admitted", ""),
         cond("PodsReady", true, "PodsReady", "")
