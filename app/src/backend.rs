@@ -156,6 +156,8 @@ pub trait Backend: Send + Sync + 'static {
     async fn revoke_token(&self, viewer: &Viewer, id: &str) -> Result<(), ApiError>;
     /// The cluster clock.
     fn now(&self) -> DateTime<Utc>;
+    /// How many live changes have been sent: what a page reads from now on holds them.
+    fn live_seq(&self) -> u64;
 }
 
 pub type SharedBackend = Arc<dyn Backend>;

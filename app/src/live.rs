@@ -26,6 +26,9 @@ pub struct Change {
     pub row: Option<Box<crate::model::Job>>,
     /// When it happened (the cluster clock).
     pub at: DateTime<Utc>,
+    /// Its number among the server's changes (`LiveEvent::Job::seq`); 0 when it has none
+    /// (this page's own pokes, missed changes).
+    pub server_seq: u64,
 }
 
 impl Change {
@@ -43,6 +46,9 @@ pub struct Live {
     pub now: RwSignal<Option<DateTime<Utc>>>,
     /// Whether the stream is connected (shown as a small "live" dot).
     pub connected: RwSignal<bool>,
+    /// The server's changes up to this number are in what the page was read with or were
+    /// told of since; one numbered higher than the next means some were missed.
+    pub known: StoredValue<u64>,
 }
 
 impl Live {
@@ -137,10 +143,21 @@ pub fn throttle(
 
 /// The live state for the whole app; the stream follows whoever is signed in.
 pub fn provide_live(viewer: crate::app::ViewerResource) -> Live {
+    // How many changes the server had sent as it began this page: what the page reads holds
+    // them (read on the server, before the page's data; sent with the page to the browser).
+    let rendered_at = leptos::prelude::SharedValue::new(|| {
+        #[cfg(feature = "ssr")]
+        let seq = use_context::<crate::backend::SharedBackend>().map_or(0, |b| b.live_seq());
+        #[cfg(not(feature = "ssr"))]
+        let seq = 0;
+        seq
+    })
+    .into_inner();
     let live = Live {
         last: RwSignal::new(Change::default()),
         now: RwSignal::new(None),
         connected: RwSignal::new(false),
+        known: StoredValue::new(rendered_at),
     };
     provide_context(live);
     #[cfg(feature = "hydrate")]
@@ -154,8 +171,39 @@ pub fn use_live() -> Live {
     expect_context::<Live>()
 }
 
+/// Whether changes were missed, told of the server's change `told` (or, from a stream's
+/// first event, that `told` had been sent when it opened) while the page has all up to
+/// `known`; and the new `known`. A change numbered 0 says nothing of the count.
+pub fn missed(known: u64, told: u64, first: bool) -> (bool, u64) {
+    if told == 0 {
+        return (false, known);
+    }
+    let missed = if first {
+        told > known
+    } else {
+        told > known + 1
+    };
+    (missed, known.max(told))
+}
+
 #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 fn apply(live: Live, event: LiveEvent) {
+    let seq = live.last.try_with_untracked(|c| c.seq).unwrap_or(0) + 1;
+    // Changes were missed (between the page's read and the stream's opening, or while the
+    // stream was down and reconnecting): a change for everything, so pages read again.
+    let everything = |now| {
+        live.last.try_set(Change {
+            seq,
+            at: now,
+            ..Default::default()
+        });
+    };
+    let check = |told, first| {
+        let known = live.known.try_get_value().unwrap_or(0);
+        let (missed, known) = missed(known, told, first);
+        live.known.try_set_value(known);
+        missed
+    };
     match event {
         LiveEvent::Job {
             now,
@@ -164,10 +212,13 @@ fn apply(live: Live, event: LiveEvent) {
             pool,
             notify,
             row,
+            seq: server_seq,
             ..
         } => {
             live.now.try_set(Some(now));
-            let seq = live.last.try_with_untracked(|c| c.seq).unwrap_or(0) + 1;
+            if check(server_seq, false) {
+                return everything(now);
+            }
             live.last.try_set(Change {
                 seq,
                 job_id,
@@ -176,10 +227,16 @@ fn apply(live: Live, event: LiveEvent) {
                 notify,
                 row,
                 at: now,
+                server_seq,
             });
         }
-        LiveEvent::Tick { now } => {
+        LiveEvent::Tick { now, seq: opened } => {
             live.now.try_set(Some(now));
+            if let Some(opened) = opened {
+                if check(opened, true) {
+                    everything(now);
+                }
+            }
         }
     }
 }
@@ -231,4 +288,26 @@ fn connect(live: Live, viewer: crate::app::ViewerResource) {
             source.close();
         });
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::missed;
+
+    #[test]
+    fn missed_changes_are_told_by_their_numbers() {
+        // In order: none missed.
+        assert_eq!(missed(4, 5, false), (false, 5));
+        // One skipped (the stream fell behind, or the number came after a reconnect).
+        assert_eq!(missed(4, 6, false), (true, 6));
+        // An older one told late (sent before the page's read): none missed, `known` stays.
+        assert_eq!(missed(6, 5, false), (false, 6));
+        // No number (the server's own "missed some" event): says nothing of the count.
+        assert_eq!(missed(6, 0, false), (false, 6));
+        // A stream that opens with nothing sent since the page was read.
+        assert_eq!(missed(6, 6, true), (false, 6));
+        assert_eq!(missed(6, 3, true), (false, 6));
+        // One sent between the page's read and the stream's opening: it will not come.
+        assert_eq!(missed(6, 7, true), (true, 7));
+    }
 }

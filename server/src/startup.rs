@@ -13,7 +13,7 @@ use leptos::config::LeptosOptions;
 use leptos::prelude::provide_context;
 use leptos_axum::{generate_route_list, LeptosRoutes};
 use secrecy::ExposeSecret;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tower_http::trace::TraceLayer;
 use tower_sessions::cookie::SameSite;
@@ -244,7 +244,7 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         ClusterBackend::Kube => kube.insert(build_kube(&config, &db, pools).await?).clone(),
     };
     let (applied_tx, applied_rx) = watch::channel(0u64);
-    let (live_tx, _) = broadcast::channel(1024);
+    let live_tx = crate::service::LiveTx::new(1024);
     let (writer, resync) = crate::workers::reconciler::spawn_event_writer(
         db.clone(),
         cluster.clone(),

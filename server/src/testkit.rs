@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 
 use crate::clock::Clock;
 use crate::cluster::sim::SimCluster;
@@ -215,7 +215,7 @@ impl Fixture {
         }
         let cluster = Arc::new(Wrapped::new(sim));
         let (applied_tx, applied_rx) = watch::channel(0u64);
-        let (live_tx, _) = broadcast::channel(1024);
+        let live_tx = crate::service::LiveTx::new(1024);
         let (writer, resync) = crate::workers::reconciler::spawn_event_writer_every(
             db.clone(),
             cluster.clone(),

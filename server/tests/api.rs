@@ -6336,3 +6336,79 @@ async fn pages_are_served_again_only_to_their_session_until_something_changes(t:
 }
 
 on_both!(pages_are_served_again_only_to_their_session_until_something_changes);
+
+/// The live stream numbers its changes and says, as it opens, how many had been sent; a
+/// job list says how many it was read with. A page tells from these which changes it lacks:
+/// those sent between its read and the stream's opening (they never come on the stream),
+/// and those told of while a list was on its way (they are not in it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_changes_are_numbered_and_a_list_says_which_it_holds() {
+    use std::time::Duration;
+    let db = fresh_database(Target::Sqlite).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let events = |text: &str| -> Vec<Value> {
+        text.split("\n\n")
+            .filter_map(|e| e.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str(d).ok())
+            .collect()
+    };
+    // Read before a change: it is numbered after the list's count, and the list lacks it.
+    let (_, before) = alice.get("/api/v1/jobs?limit=1").await;
+    let read_at = before["live_seq"].as_u64().expect("live_seq");
+    let early = alice.launch(llama(8)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let stream = alice
+        .http
+        .get(format!("{}/api/v1/events", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    let late = alice.launch(llama(8)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let text = read_until_closed(stream, Duration::from_secs(3))
+        .await
+        .expect_err("the stream stays open");
+    let got = events(&text);
+    assert_eq!(got[0]["kind"], "tick", "{text}");
+    let opened = got[0]["seq"].as_u64().expect("the first tick's count");
+    assert!(
+        opened > read_at,
+        "the launch after the list's read was sent before the stream opened: {opened} > {read_at}"
+    );
+    let jobs: Vec<&Value> = got.iter().filter(|e| e["kind"] == "job").collect();
+    let seqs: Vec<u64> = jobs.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let expected: Vec<u64> = (opened + 1..opened + 1 + seqs.len() as u64).collect();
+    assert_eq!(
+        seqs, expected,
+        "every later change comes, in order, numbered: {text}"
+    );
+    assert!(
+        jobs.iter().any(|e| e["job_id"] == late.as_str()),
+        "the launch after the opening comes on the stream: {text}"
+    );
+    assert!(
+        !jobs.iter().any(|e| e["job_id"] == early.as_str()),
+        "the one before does not: {text}"
+    );
+    // A list read now holds every change told of so far.
+    let (_, after) = alice.get("/api/v1/jobs").await;
+    assert!(
+        after["live_seq"].as_u64().unwrap() >= *seqs.last().unwrap(),
+        "{after}"
+    );
+    let ids: Vec<&str> = after["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&early.as_str()) && ids.contains(&late.as_str()));
+    finish(app, db).await;
+}

@@ -14,7 +14,7 @@ use gantry::service::Portal;
 use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
 use serde_json::{json, Value};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 
 #[tokio::test]
 async fn a_launch_waits_out_an_unreachable_api_server_and_is_sent_once_it_answers() {
@@ -83,7 +83,7 @@ async fn a_launch_waits_out_an_unreachable_api_server_and_is_sent_once_it_answer
 
     let cluster: Arc<dyn Cluster> = kube.clone();
     let (applied_tx, applied_rx) = watch::channel(0u64);
-    let (live_tx, _) = broadcast::channel(64);
+    let live_tx = gantry::service::LiveTx::new(64);
     let _writer = gantry::reconciler::spawn_event_writer(
         db.clone(),
         cluster.clone(),
@@ -185,7 +185,7 @@ async fn a_quota_edit_goes_to_the_cluster_queue_and_a_conflict_changes_nothing()
     ));
     let cluster: Arc<dyn Cluster> = kube.clone();
     let (_applied_tx, applied_rx) = watch::channel(0u64);
-    let (live_tx, _) = broadcast::channel(8);
+    let live_tx = gantry::service::LiveTx::new(8);
     let portal = Portal::new(db.clone(), cluster, applied_rx, live_tx, true);
     let carol = portal.viewer_by_id("carol").await.unwrap().unwrap();
     let alice = portal.viewer_by_id("alice").await.unwrap().unwrap();

@@ -139,6 +139,10 @@ pub struct JobList {
     pub next_cursor: Option<String>,
     /// The cluster clock when the list was read (the sim clock may run faster than real time).
     pub now: DateTime<Utc>,
+    /// How many live changes had been sent when the list was read: it holds those, and a
+    /// change numbered higher may not be in it (see `LiveEvent::Job::seq`).
+    #[serde(default)]
+    pub live_seq: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -396,9 +400,19 @@ pub enum LiveEvent {
         /// with `job_id`. Lists patch themselves with it instead of asking again.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         row: Option<Box<Job>>,
+        /// The change's number among all the changes the server sent (1, 2, …; 0 after
+        /// missed changes): a reader told of `n + 2` after `n` missed one.
+        #[serde(default)]
+        seq: u64,
     },
     /// The cluster clock, every few seconds, so elapsed times move.
-    Tick { now: DateTime<Utc> },
+    Tick {
+        now: DateTime<Utc>,
+        /// On a stream's first event only: how many changes had been sent when it opened.
+        /// Every later change comes on the stream; a page read with fewer lacks the others.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
+    },
 }
 
 /// What the sign-in page offers.

@@ -211,6 +211,13 @@ fn follow_live(
 ) {
     let live = use_live();
     let seen = StoredValue::new(live.last.with_untracked(|c| c.seq));
+    // The server's changes up to `read_at` are in the list. Those told of while it was on its
+    // way (numbered after it) are not, and will not come again: read it again. (A list
+    // rendered with the page has none: the stream opens after it, and says what it lacks.)
+    let read_at = shown.with_untracked(|l| l.live_seq);
+    if live.known.get_value() > read_at {
+        stale.update(|n| *n += 1);
+    }
     Effect::new(move |_| {
         let c = live.last.get();
         let last = seen.get_value();
@@ -218,6 +225,10 @@ fn follow_live(
             return;
         }
         seen.set_value(c.seq);
+        // Sent before the list was read, and told of only now: the list holds it.
+        if c.server_seq != 0 && c.server_seq <= read_at {
+            return;
+        }
         let done = match &terms {
             Some(t) if c.seq == last + 1 => {
                 let mut done = Patched::Nothing;

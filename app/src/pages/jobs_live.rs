@@ -206,6 +206,7 @@ pub(crate) mod tests {
             total,
             next_cursor: more.then(|| "c".into()),
             now: t(0),
+            live_seq: 0,
         }
     }
 

@@ -321,4 +321,8 @@ impl Backend for Portal {
     fn now(&self) -> DateTime<Utc> {
         self.cluster.now()
     }
+
+    fn live_seq(&self) -> u64 {
+        Portal::live_seq(self)
+    }
 }

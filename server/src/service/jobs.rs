@@ -309,6 +309,8 @@ impl Portal {
             // One more than a page: whether there is a next page.
             limit: i64::from(limit) + 1,
         };
+        // Before the read: every change numbered up to this is in what it finds.
+        let live_seq = self.live_seq();
         let (mut rows, total) = self.db.page_of_jobs(&q).await?;
         let next_cursor = if rows.len() > limit as usize {
             rows.truncate(limit as usize);
@@ -324,6 +326,7 @@ impl Portal {
             total,
             next_cursor,
             now: self.cluster.now(),
+            live_seq,
         })
     }
 
@@ -380,6 +383,7 @@ impl Portal {
                 state: JobState::Cancelled,
                 at,
                 row: Default::default(),
+                seq: 0,
             });
         }
         if let Err(e) = self.cluster.cancel(id).await {

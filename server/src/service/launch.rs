@@ -380,6 +380,7 @@ impl Portal {
             state: JobState::Queued,
             at: now,
             row: Default::default(),
+            seq: 0,
         });
         self.sync().await;
         let job = self.get_job(viewer, &id).await?;

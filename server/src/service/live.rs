@@ -17,6 +17,50 @@ pub struct LiveChange {
     pub at: DateTime<Utc>,
     /// The job's list row, read once when the first stream that may show it asks.
     pub row: RowCell,
+    /// Its number among the changes sent, from 1 ([`LiveTx::send`] sets it; 0 before).
+    pub seq: u64,
+}
+
+/// Sends the live changes, numbering them as it sends them (1, 2, …, in the order they are
+/// sent). A change is sent once the database holds it, so a read that starts after
+/// [`LiveTx::seq`] answered `n` holds changes 1 to `n`; a stream's reader that is told of
+/// change `n + 2` after `n` knows it missed one, and a page knows which changes it lacks.
+#[derive(Clone, Debug)]
+pub struct LiveTx(Arc<LiveTxInner>);
+
+#[derive(Debug)]
+struct LiveTxInner {
+    tx: broadcast::Sender<LiveChange>,
+    /// The number of the last change sent; the send happens under it, so numbers go out in order.
+    last: std::sync::Mutex<u64>,
+}
+
+impl LiveTx {
+    /// A sender whose streams may fall `capacity` changes behind before they miss some.
+    pub fn new(capacity: usize) -> LiveTx {
+        let (tx, _) = broadcast::channel(capacity);
+        LiveTx(Arc::new(LiveTxInner {
+            tx,
+            last: std::sync::Mutex::new(0),
+        }))
+    }
+
+    /// Numbers `change` and sends it; no receivers is fine (nobody is watching).
+    pub fn send(&self, mut change: LiveChange) {
+        let mut last = self.0.last.lock().unwrap_or_else(|e| e.into_inner());
+        *last += 1;
+        change.seq = *last;
+        let _ = self.0.tx.send(change);
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<LiveChange> {
+        self.0.tx.subscribe()
+    }
+
+    /// How many changes have been sent.
+    pub fn seq(&self) -> u64 {
+        *self.0.last.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// A changed job's list row, shared by every stream told of the change: read from the
@@ -54,8 +98,12 @@ impl Portal {
     }
 
     pub fn publish(&self, change: LiveChange) {
-        // No receivers is fine: nobody is watching.
-        let _ = self.live.send(change);
+        self.live.send(change);
+    }
+
+    /// How many live changes have been sent: a read that starts now holds them all.
+    pub fn live_seq(&self) -> u64 {
+        self.live.seq()
     }
 
     /// What a viewer's live stream says of a change: the job's id and its list row when it
@@ -83,6 +131,7 @@ impl Portal {
                     state: visible.then_some(c.state),
                     now: c.at,
                     row,
+                    seq: c.seq,
                 }
             }
             None => LiveEvent::Job {
@@ -93,6 +142,7 @@ impl Portal {
                 state: None,
                 now: self.cluster.now(),
                 row: None,
+                seq: 0,
             },
         }
     }
@@ -173,6 +223,17 @@ impl Portal {
     pub fn live_tick(&self) -> LiveEvent {
         LiveEvent::Tick {
             now: self.cluster.now(),
+            seq: None,
+        }
+    }
+
+    /// A stream's first event: the clock, and how many changes had been sent when the stream
+    /// subscribed (call it after subscribing): every later one comes on the stream, and a
+    /// page read before lacks those it was not read with.
+    pub fn live_first_tick(&self) -> LiveEvent {
+        LiveEvent::Tick {
+            now: self.cluster.now(),
+            seq: Some(self.live.seq()),
         }
     }
 

@@ -21,7 +21,7 @@ pub use usage::grouping;
 
 pub use identity::{memo_viewer, ViewerMemo};
 pub use launch::{stored_workload, workload_of};
-pub use live::LiveChange;
+pub use live::{LiveChange, LiveTx};
 pub use logs::log_source;
 pub use page::{PAGE_DEFAULT, PAGE_MAX};
 pub use quotas::{parse_strategy, QuotaEdit};
@@ -54,7 +54,7 @@ pub struct Portal {
     cluster: Arc<dyn Cluster>,
     /// Sequence number of the last cluster event written to the database.
     applied: watch::Receiver<u64>,
-    live: broadcast::Sender<LiveChange>,
+    live: LiveTx,
     dev_login: bool,
     /// The OpenID provider's name, when single sign-on is configured.
     sso_provider: Option<String>,
@@ -83,7 +83,7 @@ impl Portal {
         db: Db,
         cluster: Arc<dyn Cluster>,
         applied: watch::Receiver<u64>,
-        live: broadcast::Sender<LiveChange>,
+        live: LiveTx,
         dev_login: bool,
     ) -> Self {
         Portal {

@@ -299,6 +299,7 @@ impl Portal {
                 state: row.state,
                 at: self.cluster.now(),
                 row: Default::default(),
+                seq: 0,
             });
         }
         let hooks = self

@@ -286,6 +286,7 @@ impl Portal {
             state: JobState::Queued,
             at: now,
             row: Default::default(),
+            seq: 0,
         });
         self.quota_for(viewer, team, pool).await
     }

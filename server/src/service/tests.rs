@@ -165,6 +165,7 @@ async fn the_live_stream_shows_only_what_the_viewer_may_see() {
         state: JobState::Running,
         at: chrono::Utc::now(),
         row: Default::default(),
+        seq: 0,
     };
     let id_of = |e: LiveEvent| match e {
         // The state only with the id: of another team's job nothing but its pool.
@@ -240,6 +241,7 @@ async fn the_live_stream_shows_only_what_the_viewer_may_see() {
         state: job.state,
         at: chrono::Utc::now(),
         row: Default::default(),
+        seq: 0,
     };
     let row_of = async |v: &app::model::Viewer| match f.portal.live_event(v, Some(c.clone())).await
     {

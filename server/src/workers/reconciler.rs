@@ -49,7 +49,7 @@ pub fn spawn_event_writer(
     cluster: Arc<dyn Cluster>,
     events: mpsc::UnboundedReceiver<ClusterEvent>,
     applied: watch::Sender<u64>,
-    live: tokio::sync::broadcast::Sender<LiveChange>,
+    live: crate::service::LiveTx,
 ) -> (JoinHandle<()>, SyncHandle) {
     spawn_event_writer_every(db, cluster, events, applied, live, SYNC_EVERY)
 }
@@ -59,7 +59,7 @@ pub fn spawn_event_writer_every(
     cluster: Arc<dyn Cluster>,
     mut events: mpsc::UnboundedReceiver<ClusterEvent>,
     applied: watch::Sender<u64>,
-    live: tokio::sync::broadcast::Sender<LiveChange>,
+    live: crate::service::LiveTx,
     every: SyncEvery,
 ) -> (JoinHandle<()>, SyncHandle) {
     let requests = Arc::new(tokio::sync::Notify::new());
@@ -120,7 +120,7 @@ struct Writer {
     db: Db,
     cluster: Arc<dyn Cluster>,
     applied: watch::Sender<u64>,
-    live: tokio::sync::broadcast::Sender<LiveChange>,
+    live: crate::service::LiveTx,
     /// The sequence number of the last event written.
     last: u64,
 }
@@ -133,7 +133,7 @@ impl Writer {
         let out = loop {
             match apply(&self.db, ev).await {
                 Ok(Outcome::Moved(change)) => {
-                    let _ = self.live.send(change);
+                    self.live.send(change);
                     break Written::Applied;
                 }
                 Ok(Outcome::AlreadyEnded) => break Written::Applied,
@@ -196,7 +196,7 @@ impl Writer {
                         );
                     }
                     for c in changes {
-                        let _ = self.live.send(c);
+                        self.live.send(c);
                     }
                 }
                 Err(e) => {
@@ -412,6 +412,7 @@ pub async fn correct_from_cluster(
                 state,
                 at,
                 row: Default::default(),
+                seq: 0,
             });
         }
     }
@@ -509,6 +510,7 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Outcome, crate::db::DbError
         state: to,
         at: ev.at,
         row: Default::default(),
+        seq: 0,
     }))
 }
 

@@ -93,7 +93,7 @@ impl Watch {
         let portal = &self.state.portal;
         if std::mem::take(&mut self.first) {
             // The clock at once; who holds the stream was checked a moment ago.
-            let tick = serde_json::to_string(&portal.live_tick()).unwrap_or_default();
+            let tick = serde_json::to_string(&portal.live_first_tick()).unwrap_or_default();
             return Some((Event::default().data(tick), false));
         }
         // Written once per change and kind of viewer, shared by the streams.
