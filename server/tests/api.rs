@@ -1072,6 +1072,33 @@ async fn quota_lending_limit_and_queue_order_are_set_checked_and_audited(t: Targ
     assert_eq!(last["before"]["lending_limit_gpus"], Value::Null, "{last}");
     assert_eq!(last["after"]["lending_limit_gpus"], 8, "{last}");
     assert_eq!(last["after"]["queueing_strategy"], "StrictFIFO", "{last}");
+    // The borrowing limit too: left out it stays (it once became null, no limit), null
+    // removes it. Then back to what it was.
+    let (status, cell) = put(json!({"nominal_gpus": nominal, "borrowing_limit_gpus": 8})).await;
+    assert_eq!(
+        (status, cell["borrowing_limit_gpus"].clone()),
+        (StatusCode::OK, json!(8)),
+        "{cell}"
+    );
+    let (status, cell) = put(json!({"nominal_gpus": nominal})).await;
+    assert_eq!(
+        (status, cell["borrowing_limit_gpus"].clone()),
+        (StatusCode::OK, json!(8)),
+        "{cell}"
+    );
+    let (status, cell) = put(json!({"nominal_gpus": nominal, "borrowing_limit_gpus": null})).await;
+    assert_eq!(
+        (status, cell["borrowing_limit_gpus"].clone()),
+        (StatusCode::OK, Value::Null),
+        "{cell}"
+    );
+    let (status, cell) =
+        put(json!({"nominal_gpus": nominal, "borrowing_limit_gpus": borrow})).await;
+    assert_eq!(
+        (status, cell["borrowing_limit_gpus"].clone()),
+        (StatusCode::OK, borrow.clone()),
+        "{cell}"
+    );
 
     // StrictFIFO set through the API orders nlp's queue in hgx-h200
     let lora =

@@ -191,7 +191,7 @@ async fn a_quota_edit_goes_to_the_cluster_queue_and_a_conflict_changes_nothing()
     let alice = portal.viewer_by_id("alice").await.unwrap().unwrap();
     let q = |n, b| gantry::service::QuotaEdit {
         nominal: n,
-        borrowing_limit: Some(b),
+        borrowing_limit: Some(Some(b)),
         ..Default::default()
     };
 

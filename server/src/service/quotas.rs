@@ -12,12 +12,13 @@ struct QuotaContext {
 }
 
 /// Logs an internal failure with the request id and returns what the user may see.
-/// A quota change: nominal and borrowing limit as given; the lending limit and the queueing
-/// strategy only where `Some` (`Some(None)`: back to Kueue's default / the pool's default).
+/// A quota change: the nominal quota as given; the borrowing and lending limits and the
+/// queueing strategy only where `Some` (`Some(None)`: no borrowing limit / Kueue's default,
+/// lend all / the pool's default). A field left out keeps its value.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct QuotaEdit {
     pub nominal: u32,
-    pub borrowing_limit: Option<u32>,
+    pub borrowing_limit: Option<Option<u32>>,
     pub lending_limit: Option<Option<u32>>,
     pub strategy: Option<Option<crate::cluster::QueueingStrategy>>,
 }
@@ -27,7 +28,7 @@ impl QuotaEdit {
     pub fn from_draft(d: &app::model::QuotaDraft) -> Result<Self, Error> {
         Ok(QuotaEdit {
             nominal: d.nominal_gpus,
-            borrowing_limit: d.borrowing_limit_gpus,
+            borrowing_limit: Some(d.borrowing_limit_gpus),
             lending_limit: Some(d.lending_limit_gpus),
             strategy: Some(Some(parse_strategy(&d.queueing_strategy)?)),
         })
@@ -36,7 +37,7 @@ impl QuotaEdit {
     pub fn apply(&self, before: &crate::cluster::QuotaSpec) -> crate::cluster::QuotaSpec {
         crate::cluster::QuotaSpec {
             nominal: self.nominal,
-            borrowing_limit: self.borrowing_limit,
+            borrowing_limit: self.borrowing_limit.unwrap_or(before.borrowing_limit),
             lending_limit: self.lending_limit.unwrap_or(before.lending_limit),
             strategy: self.strategy.unwrap_or(before.strategy),
         }

@@ -32,7 +32,7 @@ fn wanted() -> QuotaSpec {
 fn edit() -> crate::service::QuotaEdit {
     crate::service::QuotaEdit {
         nominal: 32,
-        borrowing_limit: Some(0),
+        borrowing_limit: Some(Some(0)),
         ..Default::default()
     }
 }

@@ -64,8 +64,9 @@ pub(super) struct PreviewChange {
     team: String,
     pool: String,
     nominal_gpus: u32,
-    #[serde(default)]
-    borrowing_limit_gpus: Option<u32>,
+    /// Absent: unchanged; null: no borrowing limit.
+    #[serde(default, deserialize_with = "present")]
+    borrowing_limit_gpus: Option<Option<u32>>,
     /// Absent: unchanged; null: lends all of its nominal quota.
     #[serde(default, deserialize_with = "present")]
     lending_limit_gpus: Option<Option<u32>>,
@@ -164,8 +165,11 @@ pub(super) async fn put_quota(
             "required: a whole number of GPUs, 0 or more",
         )
     })?;
-    let borrowing_limit = whole_gpus(&body, "borrowing_limit_gpus")?;
-    // Left out: unchanged; null: Kueue's default (lend all) / the pool's default order.
+    // Left out: unchanged; null: no limit / Kueue's default (lend all) / the pool's default order.
+    let borrowing_limit = match body.get("borrowing_limit_gpus") {
+        None => None,
+        Some(_) => Some(whole_gpus(&body, "borrowing_limit_gpus")?),
+    };
     let lending_limit = match body.get("lending_limit_gpus") {
         None => None,
         Some(_) => Some(whole_gpus(&body, "lending_limit_gpus")?),
