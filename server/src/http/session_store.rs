@@ -43,7 +43,15 @@ struct Cached {
     /// Deletes so far. A record read or written while a delete ran is not kept: a sign-out
     /// racing a request of the same session must not leave the session alive in memory.
     deletes: u64,
+    /// The ids deleted in the last [`GONE_FOR`], and when. A request that loaded its session
+    /// before the sign-out saves it after (the store's save is an insert or update): that
+    /// save must not write the signed-out session back.
+    gone: HashMap<Id, std::time::Instant>,
 }
+
+/// How long a deleted session's id is remembered: longer than any request that loaded it
+/// can still be running (a page or an API call; live streams save nothing).
+const GONE_FOR: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 /// Without the records: they hold who is signed in and the sign-in flow's secrets.
 impl std::fmt::Debug for DbSessionStore {
@@ -88,6 +96,11 @@ impl DbSessionStore {
 
     fn deletes(&self) -> u64 {
         self.lock().deletes
+    }
+
+    /// Whether the session `id` was deleted (signed out, or its id cycled at sign-in).
+    fn is_gone(&self, id: &Id) -> bool {
+        self.lock().gone.contains_key(id)
     }
 
     /// Keeps `record`, as the database held it when the count of deletes was `deletes`, in
@@ -137,6 +150,10 @@ impl SessionStore for DbSessionStore {
     }
 
     async fn save(&self, record: &Record) -> session_store::Result<()> {
+        // Signed out while this request ran: its changes go nowhere.
+        if self.is_gone(&record.id) {
+            return Ok(());
+        }
         let deletes = self.deletes();
         let saved = match &self.db {
             Backing::Sqlite(s) => s.save(record).await,
@@ -147,6 +164,15 @@ impl SessionStore for DbSessionStore {
             // Whatever the database holds now, memory must not answer for it.
             Err(_) => {
                 self.lock().records.remove(&record.id);
+            }
+        }
+        // Deleted while it was being saved: the save may have written the row back after the
+        // delete. Delete it again.
+        if self.is_gone(&record.id) {
+            self.lock().records.remove(&record.id);
+            match &self.db {
+                Backing::Sqlite(s) => s.delete(&record.id).await?,
+                Backing::Postgres(s) => s.delete(&record.id).await?,
             }
         }
         saved
@@ -179,6 +205,11 @@ impl SessionStore for DbSessionStore {
             let mut cache = self.lock();
             cache.deletes += 1;
             cache.records.remove(id);
+            let now = std::time::Instant::now();
+            cache
+                .gone
+                .retain(|_, at| now.duration_since(*at) < GONE_FOR);
+            cache.gone.insert(*id, now);
         }
         let deleted = match &self.db {
             Backing::Sqlite(s) => s.delete(id).await,
@@ -260,6 +291,35 @@ mod tests {
         // Its records stay out of its Debug.
         let debug = format!("{store:?}");
         assert!(!debug.contains("alice"), "{debug}");
+    }
+
+    /// A request that loaded the session before the sign-out and saves it after (every page
+    /// that refreshes the seen time, a sign-in flow's pending state) must not sign the user
+    /// back in: the store's save is an insert or update, and once wrote the row back.
+    #[tokio::test]
+    async fn a_save_after_the_sign_out_does_not_bring_the_session_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("s.db").display());
+        let store = DbSessionStore::connect(&url).await.unwrap();
+        let mut r = record(Duration::hours(1));
+        store.create(&mut r).await.unwrap();
+        let mut loaded = store
+            .load(&r.id)
+            .await
+            .unwrap()
+            .expect("loaded by a request");
+        store.delete(&r.id).await.unwrap();
+        loaded
+            .data
+            .insert("seen_at_ms".to_string(), serde_json::json!(42));
+        store.save(&loaded).await.unwrap();
+        assert_eq!(store.load(&r.id).await.unwrap(), None);
+        assert_eq!(rows(&url).await, 0, "nor in the database");
+        // Another session is saved as before.
+        let mut other = record(Duration::hours(1));
+        store.create(&mut other).await.unwrap();
+        store.save(&other).await.unwrap();
+        assert_eq!(rows(&url).await, 1);
     }
 
     #[tokio::test]
