@@ -66,7 +66,9 @@ fn safe_next(next: Option<&str>) -> String {
     }
     let base = url::Url::parse("http://gantry.invalid/").expect("a valid base");
     match base.join(n) {
-        Ok(u) if u.origin() == base.origin() => {
+        // `/.//evil.example` is same-origin, but its path is `//evil.example`: as a Location
+        // that is another site.
+        Ok(u) if u.origin() == base.origin() && !u.path().starts_with("//") => {
             let mut out = u.path().to_string();
             if let Some(q) = u.query() {
                 out.push('?');
@@ -464,6 +466,10 @@ mod tests {
             "/\\/evil.example",
             "\\\\evil.example",
             "/ /evil.example/..",
+            // Dot segments that resolve to a path beginning `//` (once redirected there).
+            "/.//evil.example",
+            "/a/..//evil.example",
+            "/%2e//evil.example",
             "evil.example",
             "javascript:alert(1)",
             "",
