@@ -177,12 +177,22 @@ async fn restore_sim(sim: &SimCluster, db: &Db) -> anyhow::Result<()> {
         };
         let spec = crate::service::stored_workload(&row, run);
         match (row.state, row.admitted_at) {
-            (JobState::Admitted | JobState::Running, Some(at)) => admitted.push(RestoredWorkload {
-                spec,
-                admitted_at: at,
-                nodes: row.node_names.clone(),
-                running: row.state == JobState::Running,
-            }),
+            (JobState::Admitted | JobState::Running, Some(at)) => {
+                // Its earlier runs, ended by preemption, count toward its max runtime.
+                let past_run_s: i64 = db
+                    .job_intervals(&row.id)
+                    .await?
+                    .iter()
+                    .filter_map(|(_, start, end, _)| end.map(|e| (e - *start).num_seconds()))
+                    .sum();
+                admitted.push(RestoredWorkload {
+                    spec,
+                    admitted_at: at,
+                    nodes: row.node_names.clone(),
+                    running: row.state == JobState::Running,
+                    past_run_s,
+                })
+            }
             // Only jobs that reached the cluster before; the others are sent by the reconciler.
             (JobState::Queued, _) if row.sent_at.is_some() => queued.push(spec),
             _ => {}

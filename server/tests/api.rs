@@ -216,6 +216,7 @@ on_both!(
     authorization_of_cancel_and_reads,
     sim_clock_runs_jobs_to_completion,
     restart_keeps_jobs_states_and_positions,
+    a_restart_keeps_what_a_preempted_job_ran_toward_its_max_runtime,
     catalog_lists_templates_and_pools,
     strict_fifo_pool_blocks_behind_its_head,
     quota_lending_limit_and_queue_order_are_set_checked_and_audited,
@@ -2616,6 +2617,57 @@ async fn restart_keeps_jobs_states_and_positions(t: Target) {
     assert_eq!(
         q["state"], "admitted",
         "admitted when the restored job finished"
+    );
+    finish(app, db).await;
+}
+
+/// Kueue's max execution time counts every admission of a workload; after a restart the sim
+/// takes a job's earlier, preempted runs from its stored intervals. nlp's borrowed job runs
+/// 1 h, is preempted when vision reclaims its quota, is admitted again 10 min later, Gantry
+/// restarts, and the job is stopped 1 h later: 2 h admitted in all, its max runtime.
+async fn a_restart_keeps_what_a_preempted_job_ran_toward_its_max_runtime(t: Target) {
+    let db = fresh_database(t).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let lora = |gpus: u32, max: u32| json!({ "template": "llama-3.1-8b-fsdp", "gpus": gpus, "max_runtime_s": max });
+    alice.launch(lora(64, 36000)).await;
+    let borrowing = alice.launch(lora(32, 7200)).await;
+    let id = borrowing["id"].as_str().unwrap().to_string();
+    assert_eq!(borrowing["state"], "admitted");
+    let erin = app.client("erin").await;
+    assert_eq!(erin.launch(lora(32, 36000)).await["state"], "admitted");
+    carol.advance(3600).await;
+    let dave = app.client("dave").await;
+    let reclaim = dave.launch(lora(32, 600)).await;
+    assert_eq!(reclaim["state"], "admitted", "{reclaim}");
+    let (_, job) = alice.get(&format!("/api/v1/jobs/{id}")).await;
+    assert_eq!(job["state"], "queued", "preempted: {job}");
+    carol.advance(660).await;
+    let (_, job) = alice.get(&format!("/api/v1/jobs/{id}")).await;
+    assert_eq!(job["state"], "running", "admitted again: {job}");
+    let again = chrono::DateTime::parse_from_rfc3339(job["admitted_at"].as_str().unwrap()).unwrap();
+    app.running.stop().await;
+
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    carol.advance(3600 + 60).await;
+    let (_, job) = alice.get(&format!("/api/v1/jobs/{id}")).await;
+    assert_eq!(job["state"], "failed", "{job}");
+    let finished =
+        chrono::DateTime::parse_from_rfc3339(job["finished_at"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (finished - again).num_seconds(),
+        3600,
+        "2 h in all, 1 h of it before the preemption: {job}"
+    );
+    assert!(
+        job["events"].as_array().unwrap().last().unwrap()["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("Stopped at its max runtime of 2.0 h"),
+        "{job}"
     );
     finish(app, db).await;
 }

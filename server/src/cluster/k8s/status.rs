@@ -44,6 +44,9 @@ pub struct Observed {
     pub created_at: DateTime<Utc>,
     /// `spec.maximumExecutionTimeSeconds` (from the job's `max-exec-time-seconds` label).
     pub max_runtime_s: Option<u64>,
+    /// `status.accumulatedPastExecutionTimeSeconds`: how long it was admitted before, in
+    /// admissions that ended in an eviction (its max runtime counts them).
+    pub past_run_s: i64,
     /// `JobSet` or `TrainJob`: the object to delete on cancel.
     pub owner_kind: String,
     pub phase: Phase,
@@ -350,6 +353,9 @@ pub fn observe(w: &Value, namespace_prefix: &str) -> Option<Observed> {
         priority,
         created_at,
         max_runtime_s: w["spec"]["maximumExecutionTimeSeconds"].as_u64(),
+        past_run_s: w["status"]["accumulatedPastExecutionTimeSeconds"]
+            .as_i64()
+            .unwrap_or(0),
         owner_kind: owner["kind"].as_str().unwrap_or("JobSet").to_string(),
         phase,
         preempted,

@@ -370,6 +370,14 @@ fn workload_conditions_become_state_changes() {
         other => panic!("{other:?}"),
     }
     assert_eq!(transitions(None, &pending), vec![]);
+    // The time admitted before an eviction, which the max runtime counts (v1beta2's name).
+    assert_eq!(pending.past_run_s, 0);
+    let mut evicted_before = wl(json!([cond("QuotaReserved", false, "Pending", "")]));
+    evicted_before["status"]["accumulatedPastExecutionTimeSeconds"] = json!(10800);
+    assert_eq!(
+        status::observe(&evicted_before, prefix).unwrap().past_run_s,
+        10800
+    );
 
     let admitted = status::observe(
         &wl(json!([

@@ -109,6 +109,7 @@ impl KubeCluster {
                         admitted_at: *at,
                         nodes: nodes.clone(),
                         running: matches!(o.phase, Phase::Running { .. }),
+                        past_run_s: o.past_run_s,
                     });
                 }
                 Phase::Pending { .. } => pending.push(o),

@@ -107,7 +107,7 @@ fn run_group(case: &Case, cqs: &[&Cq], out: &mut Result) {
                     Decision::Admit(id, _) if co.admitted.contains_key(id) => {
                         out.admitted.insert(name(id));
                     }
-                    Decision::Evict(id, _) => {
+                    Decision::Evict(id, ..) => {
                         out.preempted.insert(name(id));
                     }
                     Decision::Admit(..) => {}

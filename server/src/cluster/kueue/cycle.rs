@@ -246,6 +246,11 @@ impl Cohort {
             // time, so it is not back in line in the instant it was evicted. In the sim the
             // instant is this settle; without the pause a victim could be taken back in and
             // evicted again at the same moment, without end.
+            let since: HashMap<Wid, DateTime<Utc>> = cycle
+                .evicted
+                .iter()
+                .map(|a| (a.id, a.admitted_at))
+                .collect();
             returning.extend(cycle.evicted.into_iter().map(|a| Candidate {
                 id: a.id,
                 team: a.team,
@@ -254,7 +259,8 @@ impl Cohort {
                 submitted_at: a.submitted_at,
             }));
             for (id, cause) in cycle.preempted {
-                out.push(Decision::Evict(id, cause));
+                let since = since.get(&id).copied().unwrap_or(at);
+                out.push(Decision::Evict(id, cause, since));
             }
             for id in cycle.unschedulable {
                 let Some(c) = queue.get(id) else { continue };

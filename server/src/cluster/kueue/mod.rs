@@ -510,7 +510,8 @@ impl Mode {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Decision {
     Admit(Wid, Placement),
-    Evict(Wid, PreemptCause),
+    /// Evicted, and since when it had been admitted.
+    Evict(Wid, PreemptCause, DateTime<Utc>),
 }
 
 impl Cohort {

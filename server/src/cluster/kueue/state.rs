@@ -29,6 +29,10 @@ pub struct KueueState {
     pub(in crate::cluster) next_wid: Wid,
     /// Admitted workloads whose pods run.
     pub(in crate::cluster) running: HashSet<Wid>,
+    /// Seconds each workload was admitted before it was evicted, over all its admissions:
+    /// Kueue's `status.accumulatedPastExecutionTimeSeconds`. Its max runtime counts them
+    /// (`workload_controller`: remaining = maximum - accumulated - time since admission).
+    pub(in crate::cluster) past_run_s: WidMap<i64>,
     /// Each pool's queue view (positions, reasons, ETAs), recomputed after a change.
     pub(in crate::cluster) views: HashMap<String, Arc<Vec<PendingWorkload>>>,
 }
@@ -42,6 +46,8 @@ pub struct RestoredWorkload {
     pub admitted_at: DateTime<Utc>,
     pub nodes: Vec<String>,
     pub running: bool,
+    /// Seconds it was admitted before, in runs that were preempted.
+    pub past_run_s: i64,
 }
 
 impl KueueState {
@@ -100,6 +106,9 @@ impl KueueState {
             return Ok(());
         }
         let wid = self.wids[&job_id];
+        if r.past_run_s > 0 {
+            self.past_run_s.insert(wid, r.past_run_s);
+        }
         let c = self
             .queues
             .get_mut(&pool)
@@ -144,8 +153,11 @@ impl KueueState {
 
     pub(super) fn ends_at(&self, wid: Wid, admitted_at: DateTime<Utc>) -> DateTime<Utc> {
         // Saturating: a stored runtime (the what-if replays history) is not trusted to fit.
+        // What earlier admissions used counts (Kueue's max execution time is over them all).
+        let past = self.past_run_s.get(&wid).copied().unwrap_or(0);
         let run = i64::try_from(self.specs[&wid].max_runtime_s)
             .ok()
+            .map(|s| s.saturating_sub(past).max(0))
             .and_then(Duration::try_seconds)
             .unwrap_or(Duration::MAX);
         admitted_at
@@ -203,7 +215,19 @@ impl KueueState {
                 self.running.remove(&wid);
                 let spec = self.specs.remove(&wid).expect("finished workload is known");
                 self.wids.remove(&spec.job_id);
+                let preempted_before = self.past_run_s.remove(&wid).is_some_and(|s| s > 0);
                 if let Some(reason) = failed {
+                    out.push((spec.job_id, pool, end, Change::Failed { reason }));
+                    continue;
+                }
+                // Preempted before, its work started over and did not fit in what was left:
+                // Kueue deactivates the workload at its max runtime (the Kubernetes back end
+                // reads the same deactivation so).
+                if preempted_before {
+                    let reason = format!(
+                        "Stopped at its max runtime of {}: Kueue deactivated its workload",
+                        app::format::duration(spec.max_runtime_s as i64)
+                    );
                     out.push((spec.job_id, pool, end, Change::Failed { reason }));
                     continue;
                 }
@@ -241,8 +265,10 @@ impl KueueState {
                             nodes: co.capacity.node_names(&placement),
                         },
                     )),
-                    Decision::Evict(wid, cause) => {
+                    Decision::Evict(wid, cause, since) => {
                         self.running.remove(&wid);
+                        *self.past_run_s.entry(wid).or_default() +=
+                            (at - since).num_seconds().max(0);
                         out.push((
                             self.specs[&wid].job_id.clone(),
                             pool.clone(),
@@ -268,6 +294,7 @@ impl KueueState {
             co.release(wid);
         }
         self.running.remove(&wid);
+        self.past_run_s.remove(&wid);
         self.views.clear();
         Some(spec.pool)
     }

@@ -112,7 +112,7 @@ impl Scenario {
         for d in decisions {
             match d {
                 Decision::Admit(id, _) => admitted.push(self.name(id)),
-                Decision::Evict(id, cause) => preempted.push((self.name(id), cause.sentence())),
+                Decision::Evict(id, cause, _) => preempted.push((self.name(id), cause.sentence())),
             }
         }
         let mut seen: HashMap<TeamIdx, u32> = HashMap::new();
@@ -744,7 +744,7 @@ mod settle_properties {
             let flapping = |ds: &[Decision]| {
                 let mut n: HashMap<Wid, u32> = HashMap::new();
                 for d in ds {
-                    if let Decision::Evict(id, _) = d {
+                    if let Decision::Evict(id, ..) = d {
                         *n.entry(*id).or_default() += 1;
                     }
                 }

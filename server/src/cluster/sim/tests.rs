@@ -208,6 +208,66 @@ async fn a_reclaim_preempts_the_borrower_which_queues_again_with_its_time() {
     );
 }
 
+/// Kueue's max execution time counts every admission: the workload controller keeps the time
+/// admitted before each eviction (`status.accumulatedPastExecutionTimeSeconds`) and
+/// deactivates the workload once that and the current admission reach the maximum
+/// (`remaining = maximumExecutionTimeSeconds - accumulated - since admission`). A 4 h job
+/// preempted after 3 h has 1 h once admitted again; it once ran 4 h more, holding the GPUs
+/// 3 h longer than Kueue would, and the ETAs behind it were as late.
+#[tokio::test]
+async fn a_preempted_job_s_max_runtime_counts_its_earlier_admission() {
+    let s = sim(4).await;
+    s.set_quota("nlp", "hgx-h100", quota(16, None))
+        .await
+        .unwrap();
+    s.set_quota("vision", "hgx-h100", quota(16, Some(0)))
+        .await
+        .unwrap();
+    let mut rx = s.subscribe();
+    s.submit(job("nlp-1", "nlp", 16, 36000, 0)).await.unwrap();
+    s.submit(job("nlp-2", "nlp", 16, 4 * 3600, 1))
+        .await
+        .unwrap();
+    s.advance(Duration::hours(3));
+    drain(&mut rx);
+    s.submit(job("vision-1", "vision", 16, 1800, 180))
+        .await
+        .unwrap();
+    let ev = changes(&drain(&mut rx));
+    assert!(
+        matches!(&ev[0], (id, Change::Preempted { .. }) if id == "nlp-2"),
+        "{ev:?}"
+    );
+    // vision's job ends after 30 min, and nlp-2 is admitted again, with 1 h left.
+    s.advance(Duration::minutes(30));
+    let ev = drain(&mut rx);
+    assert!(
+        ev.iter()
+            .any(|e| e.job_id == "nlp-2" && matches!(e.change, Change::Admitted { .. })),
+        "{ev:?}"
+    );
+    s.advance(Duration::minutes(59));
+    let ev = drain(&mut rx);
+    assert!(
+        !ev.iter().any(|e| e.job_id == "nlp-2"
+            && matches!(e.change, Change::Failed { .. } | Change::Succeeded { .. })),
+        "a minute before its 4 h are used it still runs: {ev:?}"
+    );
+    s.advance(Duration::minutes(2));
+    let ev = drain(&mut rx);
+    let end = ev
+        .iter()
+        .find(|e| e.job_id == "nlp-2" && !matches!(e.change, Change::Running))
+        .expect("nlp-2 ended");
+    assert_eq!(end.at, t0() + Duration::hours(4) + Duration::minutes(30));
+    assert_eq!(
+        end.change,
+        Change::Failed {
+            reason: "Stopped at its max runtime of 4.0 h: Kueue deactivated its workload".into()
+        }
+    );
+}
+
 #[tokio::test]
 async fn submitting_twice_is_one_workload() {
     let s = sim(1).await;
@@ -229,6 +289,7 @@ async fn restore_puts_jobs_back_on_their_nodes_and_in_order() {
             admitted_at: t0(),
             nodes: nodes.clone(),
             running: true,
+            past_run_s: 0,
         }],
         vec![job("c", "nlp", 16, 60, 2), job("b", "nlp", 16, 60, 1)],
     );
@@ -393,6 +454,7 @@ async fn a_restored_job_fails_at_the_time_its_stored_admission_gives() {
             admitted_at: t0() - Duration::seconds(100),
             nodes: vec!["hgx-h100-node-01".to_string()],
             running: true,
+            past_run_s: 0,
         }],
         vec![],
     );
