@@ -84,6 +84,32 @@ test.describe.serial("admin: quotas", () => {
     expect(put.status()).toBe(200);
   });
 
+  // The grid follows job changes, but not over an edit: a reload builds the rows again from
+  // the server's values, and once threw the admin's typing away within seconds.
+  test("an admin's unsaved edit stays while jobs change, and the figures catch up after", async ({ page, baseURL }) => {
+    const dave = await apiAs(baseURL!, "dave");
+    await signIn(page, "carol");
+    await page.goto("/admin/quotas");
+    await hydrated(page);
+    const row = "quota-vision-hgx-h200";
+    const field = page.getByTestId(`${row}-nominal`);
+    const saved = await field.inputValue();
+    const inUse = page.getByTestId(row).locator("td.num").first();
+    await expect(inUse).toHaveText("0 GPUs");
+    await field.fill("24");
+    await expect(page.getByTestId("quotas-paused")).toBeVisible();
+    await launch(dave, { template: "llama-3.1-8b-fsdp", gpus: 8, pool: "hgx-h200", name: "e2e-while-editing" });
+    // Longer than the grid's reload after a change (at most every 2 s).
+    await page.waitForTimeout(4_000);
+    await expect(field).toHaveValue("24");
+    await expect(inUse).toHaveText("0 GPUs");
+    // Put back: the grid catches up with the job it missed.
+    await field.fill(saved);
+    await expect(page.getByTestId("quotas-paused")).toHaveCount(0);
+    await expect(inUse).toHaveText("8 GPUs", { timeout: 10_000 });
+    await dave.dispose();
+  });
+
   test("the audit log lists the quota change, filters, and downloads the same rows as CSV", async ({ page, baseURL }) => {
     await signIn(page, "carol");
     await page.getByRole("link", { name: "Audit log" }).click();

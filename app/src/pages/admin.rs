@@ -25,7 +25,19 @@ fn AdminQuotas() -> impl IntoView {
     // Saving bumps this: the grid reloads with the new figures and versions.
     let changed = live.throttled(std::time::Duration::from_secs(2), |_| true);
     let saved = RwSignal::new(0u32);
-    let cells = Resource::new(move || (saved.get(), changed.get()), |_| admin_quotas());
+    // The rows with unsaved edits. A reload builds the rows again from the server's values,
+    // so while any row is edited the live changes reload nothing (they once threw the
+    // admin's typing and preview away every couple of seconds); the last one is caught up
+    // once no row is edited. A save reloads at once.
+    let editing = RwSignal::new(std::collections::HashSet::<String>::new());
+    let live_key = Memo::new(move |prev: Option<&u64>| {
+        let c = changed.get();
+        match prev {
+            Some(p) if editing.with(|e| !e.is_empty()) => *p,
+            _ => c,
+        }
+    });
+    let cells = Resource::new(move || (saved.get(), live_key.get()), |_| admin_quotas());
     view! {
         <section class="page-head">
             <h1>"Quotas"</h1>
@@ -33,6 +45,11 @@ fn AdminQuotas() -> impl IntoView {
                 "GPUs each team is guaranteed in each pool (a Kueue ClusterQueue in the pool's cohort), and how much of its pool-mates' idle quota it may borrow. Preview replays the last 30 days of launches under your draft before you save."
             </p>
         </section>
+        {move || editing.with(|e| !e.is_empty()).then(|| view! {
+            <p class="muted small" data-testid="quotas-paused">
+                "While you edit, the figures in use, borrowed and queued do not update; they catch up when you save or put your changes back."
+            </p>
+        })}
         <Transition fallback=|| view! { <p class="muted">"Loading quotas…"</p> }>
             {move || Suspend::new(async move {
                 loaded(cells).await.map(|r| match r {
@@ -44,7 +61,7 @@ fn AdminQuotas() -> impl IntoView {
                             .into_iter()
                             .map(|pool| {
                                 let rows: Vec<QuotaCell> = cells.iter().filter(|c| c.pool == pool).cloned().collect();
-                                view! { <PoolQuotas pool=pool rows=rows saved/> }
+                                view! { <PoolQuotas pool=pool rows=rows saved editing/> }
                             })
                             .collect_view()
                             .into_any()
@@ -57,7 +74,12 @@ fn AdminQuotas() -> impl IntoView {
 }
 
 #[component]
-fn PoolQuotas(pool: String, rows: Vec<QuotaCell>, saved: RwSignal<u32>) -> impl IntoView {
+fn PoolQuotas(
+    pool: String,
+    rows: Vec<QuotaCell>,
+    saved: RwSignal<u32>,
+    editing: RwSignal<std::collections::HashSet<String>>,
+) -> impl IntoView {
     let size = rows.first().map_or(0, |c| c.pool_gpus);
     let sum = rows.first().map_or(0, |c| c.pool_nominal_sum);
     let over = sum > size;
@@ -88,7 +110,7 @@ fn PoolQuotas(pool: String, rows: Vec<QuotaCell>, saved: RwSignal<u32>) -> impl 
                     </tr>
                 </thead>
                 <tbody>
-                    {rows.into_iter().map(|c| view! { <QuotaRow cell=c saved/> }).collect_view()}
+                    {rows.into_iter().map(|c| view! { <QuotaRow cell=c saved editing/> }).collect_view()}
                 </tbody>
             </table>
             </div>
@@ -116,7 +138,11 @@ fn gpus_field(raw: &str, empty_ok: bool, max: u32) -> Result<Option<u32>, String
 }
 
 #[component]
-fn QuotaRow(cell: QuotaCell, saved: RwSignal<u32>) -> impl IntoView {
+fn QuotaRow(
+    cell: QuotaCell,
+    saved: RwSignal<u32>,
+    editing: RwSignal<std::collections::HashSet<String>>,
+) -> impl IntoView {
     let nominal = RwSignal::new(cell.nominal_gpus.to_string());
     let borrow = RwSignal::new(
         cell.borrowing_limit_gpus
@@ -151,6 +177,30 @@ fn QuotaRow(cell: QuotaCell, saved: RwSignal<u32>) -> impl IntoView {
         _ => false,
     };
     let valid = move || nominal_ok().is_ok() && borrow_ok().is_ok() && lend_ok().is_ok();
+    // Edited (a value that is not the saved one, or one that is not valid yet): the grid
+    // keeps this row as it is (see `AdminQuotas`).
+    let key = format!("{}/{}", cell.team, cell.pool);
+    let edited = move || changed() || !valid();
+    Effect::new({
+        let key = key.clone();
+        move |_| {
+            let dirty = edited();
+            if editing.with_untracked(|e| e.contains(&key)) != dirty {
+                editing.update(|e| {
+                    if dirty {
+                        e.insert(key.clone());
+                    } else {
+                        e.remove(&key);
+                    }
+                });
+            }
+        }
+    });
+    on_cleanup(move || {
+        editing.try_update(|e| {
+            e.remove(&key);
+        });
+    });
     let draft = move || QuotaDraft {
         nominal_gpus: nominal_ok().ok().flatten().unwrap_or(0),
         borrowing_limit_gpus: borrow_ok().ok().flatten(),
