@@ -6489,5 +6489,16 @@ async fn live_changes_are_numbered_and_a_list_says_which_it_holds() {
         .map(|j| j["id"].as_str().unwrap())
         .collect();
     assert!(ids.contains(&early.as_str()) && ids.contains(&late.as_str()));
+    // A restarted server numbers above the last: a page open across the restart sees it
+    // missed changes, and takes none of the new ones for old.
+    let before = after["live_seq"].as_u64().unwrap();
+    app.running.stop().await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let (_, restarted) = alice.get("/api/v1/jobs?limit=1").await;
+    assert!(
+        restarted["live_seq"].as_u64().unwrap() > before,
+        "{restarted} after {before}"
+    );
     finish(app, db).await;
 }

@@ -400,8 +400,9 @@ pub enum LiveEvent {
         /// with `job_id`. Lists patch themselves with it instead of asking again.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         row: Option<Box<Job>>,
-        /// The change's number among all the changes the server sent (1, 2, …; 0 after
-        /// missed changes): a reader told of `n + 2` after `n` missed one.
+        /// The change's number among all the changes the server sent (one more each; a
+        /// restarted server's are higher; 0 after missed changes): a reader told of `n + 2`
+        /// after `n` missed one.
         #[serde(default)]
         seq: u64,
     },

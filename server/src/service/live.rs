@@ -17,14 +17,18 @@ pub struct LiveChange {
     pub at: DateTime<Utc>,
     /// The job's list row, read once when the first stream that may show it asks.
     pub row: RowCell,
-    /// Its number among the changes sent, from 1 ([`LiveTx::send`] sets it; 0 before).
+    /// Its number among the changes sent ([`LiveTx::send`] sets it; 0 before).
     pub seq: u64,
 }
 
-/// Sends the live changes, numbering them as it sends them (1, 2, …, in the order they are
-/// sent). A change is sent once the database holds it, so a read that starts after
-/// [`LiveTx::seq`] answered `n` holds changes 1 to `n`; a stream's reader that is told of
-/// change `n + 2` after `n` knows it missed one, and a page knows which changes it lacks.
+/// Sends the live changes, numbering them as it sends them (one more each, in the order they
+/// are sent). A change is sent once the database holds it, so a read that starts after
+/// [`LiveTx::seq`] answered `n` holds every change up to `n`; a stream's reader that is told
+/// of change `n + 2` after `n` knows it missed one, and a page knows which changes it lacks.
+/// The count starts at the time the process started, in microseconds since 1970: a
+/// restarted server's numbers are above every number the one before it sent (it would have
+/// had to send a million changes a second to catch up), so a page open across a restart
+/// sees that it missed changes, and takes none of the new ones for old.
 #[derive(Clone, Debug)]
 pub struct LiveTx(Arc<LiveTxInner>);
 
@@ -39,9 +43,12 @@ impl LiveTx {
     /// A sender whose streams may fall `capacity` changes behind before they miss some.
     pub fn new(capacity: usize) -> LiveTx {
         let (tx, _) = broadcast::channel(capacity);
+        let start = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2));
         LiveTx(Arc::new(LiveTxInner {
             tx,
-            last: std::sync::Mutex::new(0),
+            last: std::sync::Mutex::new(start),
         }))
     }
 
