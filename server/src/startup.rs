@@ -176,25 +176,31 @@ async fn restore_sim(sim: &SimCluster, db: &Db) -> anyhow::Result<()> {
             ..Default::default()
         };
         let spec = crate::service::stored_workload(&row, run);
-        match (row.state, row.admitted_at) {
-            (JobState::Admitted | JobState::Running, Some(at)) => {
-                // Its earlier runs, ended by preemption, count toward its max runtime.
-                let past_run_s: i64 = db
-                    .job_intervals(&row.id)
-                    .await?
-                    .iter()
-                    .filter_map(|(_, start, end, _)| end.map(|e| (e - *start).num_seconds()))
-                    .sum();
-                admitted.push(RestoredWorkload {
-                    spec,
-                    admitted_at: at,
-                    nodes: row.node_names.clone(),
-                    running: row.state == JobState::Running,
-                    past_run_s,
-                })
+        // Its earlier runs, ended by preemption, count toward its max runtime.
+        let past_run_s = |row: &crate::db::JobRow| {
+            let id = row.id.clone();
+            async move {
+                Ok::<i64, anyhow::Error>(
+                    db.job_intervals(&id)
+                        .await?
+                        .iter()
+                        .filter_map(|(_, start, end, _)| end.map(|e| (e - *start).num_seconds()))
+                        .sum(),
+                )
             }
+        };
+        match (row.state, row.admitted_at) {
+            (JobState::Admitted | JobState::Running, Some(at)) => admitted.push(RestoredWorkload {
+                past_run_s: past_run_s(&row).await?,
+                spec,
+                admitted_at: at,
+                nodes: row.node_names.clone(),
+                running: row.state == JobState::Running,
+            }),
             // Only jobs that reached the cluster before; the others are sent by the reconciler.
-            (JobState::Queued, _) if row.sent_at.is_some() => queued.push(spec),
+            (JobState::Queued, _) if row.sent_at.is_some() => {
+                queued.push((spec, past_run_s(&row).await?))
+            }
             _ => {}
         }
     }

@@ -60,6 +60,8 @@ pub fn replay(
     trace: &[TraceJob],
 ) -> Vec<TeamOutcome> {
     let mut st = KueueState::new(pools, GPUS_PER_NODE);
+    // A runtime here is the work the job did: preempted, it starts that work over.
+    st.rerun_whole = true;
     for (team, pool, q) in quotas {
         let _ = st.set_quota(team, pool, *q);
     }
@@ -417,6 +419,13 @@ mod tests {
         );
         let nlp = draft.iter().find(|o| o.team == "nlp").unwrap();
         assert_eq!(nlp.preemptions, 1, "{draft:?}");
+        // A runtime in the trace is the work the job did: preempted after 5 min (35 → 40), it
+        // does all of its hour again once admitted again (the sim's max runtime, counted over
+        // admissions as Kueue does, would stop it after 55 min).
+        assert!(
+            (nlp.gpu_hours - (24.0 + 8.0 * 5.0 / 60.0)).abs() < 0.01,
+            "{draft:?}"
+        );
         let vision = draft.iter().find(|o| o.team == "vision").unwrap();
         assert_eq!(vision.p90_wait_s, 0, "vision reclaims at once");
     }

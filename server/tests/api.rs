@@ -217,6 +217,7 @@ on_both!(
     sim_clock_runs_jobs_to_completion,
     restart_keeps_jobs_states_and_positions,
     a_restart_keeps_what_a_preempted_job_ran_toward_its_max_runtime,
+    a_restart_while_a_preempted_job_waits_keeps_what_it_ran,
     catalog_lists_templates_and_pools,
     strict_fifo_pool_blocks_behind_its_head,
     quota_lending_limit_and_queue_order_are_set_checked_and_audited,
@@ -2623,11 +2624,20 @@ async fn restart_keeps_jobs_states_and_positions(t: Target) {
 
 /// Kueue's max execution time counts every admission of a workload; after a restart the sim
 /// takes a job's earlier, preempted runs from its stored intervals. nlp's borrowed job runs
-/// 1 h, is preempted when vision reclaims its quota, is admitted again 10 min later, Gantry
-/// restarts, and the job is stopped 1 h later: 2 h admitted in all, its max runtime.
+/// 1 h, is preempted when vision reclaims its quota, and is admitted again 11 min later;
+/// Gantry restarts while it is admitted again, or while it waits; either way it is stopped
+/// 1 h after its second admission: 2 h admitted in all, its max runtime.
 async fn a_restart_keeps_what_a_preempted_job_ran_toward_its_max_runtime(t: Target) {
+    preempted_job_across_a_restart(t, false).await;
+}
+
+async fn a_restart_while_a_preempted_job_waits_keeps_what_it_ran(t: Target) {
+    preempted_job_across_a_restart(t, true).await;
+}
+
+async fn preempted_job_across_a_restart(t: Target, while_queued: bool) {
     let db = fresh_database(t).await;
-    let app = App::start(&db).await;
+    let mut app = App::start(&db).await;
     let alice = app.client("alice").await;
     let carol = app.client("carol").await;
     let lora = |gpus: u32, max: u32| json!({ "template": "llama-3.1-8b-fsdp", "gpus": gpus, "max_runtime_s": max });
@@ -2643,13 +2653,20 @@ async fn a_restart_keeps_what_a_preempted_job_ran_toward_its_max_runtime(t: Targ
     assert_eq!(reclaim["state"], "admitted", "{reclaim}");
     let (_, job) = alice.get(&format!("/api/v1/jobs/{id}")).await;
     assert_eq!(job["state"], "queued", "preempted: {job}");
+    if while_queued {
+        app.running.stop().await;
+        app = App::start(&db).await;
+    }
+    let carol = app.client("carol").await;
     carol.advance(660).await;
+    let alice = app.client("alice").await;
     let (_, job) = alice.get(&format!("/api/v1/jobs/{id}")).await;
     assert_eq!(job["state"], "running", "admitted again: {job}");
     let again = chrono::DateTime::parse_from_rfc3339(job["admitted_at"].as_str().unwrap()).unwrap();
-    app.running.stop().await;
-
-    let app = App::start(&db).await;
+    if !while_queued {
+        app.running.stop().await;
+        app = App::start(&db).await;
+    }
     let alice = app.client("alice").await;
     let carol = app.client("carol").await;
     carol.advance(3600 + 60).await;

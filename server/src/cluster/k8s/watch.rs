@@ -118,7 +118,7 @@ impl KubeCluster {
         }
         pending.sort_by_key(|o| (std::cmp::Reverse(o.priority.value()), o.created_at));
         for o in pending {
-            let _ = st.enqueue(spec_of(o));
+            let _ = st.enqueue_with_past(spec_of(o), o.past_run_s);
         }
         st
     }

@@ -33,6 +33,10 @@ pub struct KueueState {
     /// Kueue's `status.accumulatedPastExecutionTimeSeconds`. Its max runtime counts them
     /// (`workload_controller`: remaining = maximum - accumulated - time since admission).
     pub(in crate::cluster) past_run_s: WidMap<i64>,
+    /// Every admission runs the whole `max_runtime_s` again, earlier ones not counted: the
+    /// what-if replay, whose runtimes are the work each job did (a preempted job starts its
+    /// work over), not limits.
+    pub(crate) rerun_whole: bool,
     /// Each pool's queue view (positions, reasons, ETAs), recomputed after a change.
     pub(in crate::cluster) views: HashMap<String, Arc<Vec<PendingWorkload>>>,
 }
@@ -132,6 +136,17 @@ impl KueueState {
         Ok(())
     }
 
+    /// [`KueueState::enqueue`] of a workload that was admitted for `past_run_s` seconds
+    /// before, in admissions that ended in an eviction (a restart, a mirror).
+    pub fn enqueue_with_past(&mut self, w: WorkloadSpec, past_run_s: i64) -> Result<bool> {
+        let job_id = w.job_id.clone();
+        let new = self.enqueue(w)?;
+        if new && past_run_s > 0 {
+            self.past_run_s.insert(self.wids[&job_id], past_run_s);
+        }
+        Ok(new)
+    }
+
     /// Adds a pending workload; false if it was known already.
     pub fn enqueue(&mut self, w: WorkloadSpec) -> Result<bool> {
         if !self.cohorts.contains_key(&w.pool) {
@@ -151,13 +166,22 @@ impl KueueState {
         Ok(true)
     }
 
+    /// Seconds `wid` may still be admitted: its max runtime less what earlier admissions
+    /// used (Kueue's max execution time is over them all).
+    pub(super) fn run_left_s(&self, wid: Wid) -> i64 {
+        let past = match self.rerun_whole {
+            true => 0,
+            false => self.past_run_s.get(&wid).copied().unwrap_or(0),
+        };
+        i64::try_from(self.specs[&wid].max_runtime_s)
+            .unwrap_or(i64::MAX)
+            .saturating_sub(past)
+            .max(0)
+    }
+
     pub(super) fn ends_at(&self, wid: Wid, admitted_at: DateTime<Utc>) -> DateTime<Utc> {
         // Saturating: a stored runtime (the what-if replays history) is not trusted to fit.
-        // What earlier admissions used counts (Kueue's max execution time is over them all).
-        let past = self.past_run_s.get(&wid).copied().unwrap_or(0);
-        let run = i64::try_from(self.specs[&wid].max_runtime_s)
-            .ok()
-            .map(|s| s.saturating_sub(past).max(0))
+        let run = Some(self.run_left_s(wid))
             .and_then(Duration::try_seconds)
             .unwrap_or(Duration::MAX);
         admitted_at
@@ -215,7 +239,8 @@ impl KueueState {
                 self.running.remove(&wid);
                 let spec = self.specs.remove(&wid).expect("finished workload is known");
                 self.wids.remove(&spec.job_id);
-                let preempted_before = self.past_run_s.remove(&wid).is_some_and(|s| s > 0);
+                let preempted_before =
+                    self.past_run_s.remove(&wid).is_some_and(|s| s > 0) && !self.rerun_whole;
                 if let Some(reason) = failed {
                     out.push((spec.job_id, pool, end, Change::Failed { reason }));
                     continue;

@@ -64,7 +64,7 @@ impl KueueState {
             co,
             queue,
             &ends,
-            |id| self.specs[&id].max_runtime_s as i64,
+            |id| self.run_left_s(id),
             now,
             Duration::days(ETA_HORIZON_DAYS),
         );
@@ -200,7 +200,7 @@ impl KueueState {
                 &ends,
                 |id| match id {
                     Wid::MAX => w.max_runtime_s as i64,
-                    _ => self.specs[&id].max_runtime_s as i64,
+                    _ => self.run_left_s(id),
                 },
                 now,
                 Duration::days(ETA_HORIZON_DAYS),

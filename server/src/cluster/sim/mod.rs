@@ -54,8 +54,9 @@ impl SimCluster {
     }
 
     /// Puts back what the database says the cluster held: admitted jobs on their nodes,
-    /// queued jobs in the queue with their original submission times. Then one admission pass.
-    pub fn restore(&self, admitted: Vec<RestoredWorkload>, queued: Vec<WorkloadSpec>) {
+    /// queued jobs in the queue with their original submission times and the seconds they
+    /// were admitted before (runs that ended in a preemption). Then one admission pass.
+    pub fn restore(&self, admitted: Vec<RestoredWorkload>, queued: Vec<(WorkloadSpec, i64)>) {
         let mut st = self.state.lock().expect("sim lock");
         for r in admitted {
             let job_id = r.spec.job_id.clone();
@@ -64,8 +65,8 @@ impl SimCluster {
                 tracing::warn!(job.id = %job_id, pool = %pool, error = %e, "restored job names an unknown pool");
             }
         }
-        for q in queued {
-            if let Err(e) = st.enqueue(q) {
+        for (q, past_run_s) in queued {
+            if let Err(e) = st.enqueue_with_past(q, past_run_s) {
                 tracing::warn!(error = %e, "restored job names an unknown pool");
             }
         }

@@ -238,6 +238,16 @@ async fn a_preempted_job_s_max_runtime_counts_its_earlier_admission() {
         matches!(&ev[0], (id, Change::Preempted { .. }) if id == "nlp-2"),
         "{ev:?}"
     );
+    // Behind it, a job's ETA counts the 1 h nlp-2 has left once admitted again, not 4 h.
+    s.submit(job("nlp-3", "nlp", 16, 600, 181)).await.unwrap();
+    let q = s.pending("hgx-h100").await.unwrap();
+    let behind = q.iter().find(|p| p.job_id == "nlp-3").expect("nlp-3 waits");
+    assert_eq!(
+        behind.eta,
+        Some(t0() + Duration::hours(4) + Duration::minutes(30)),
+        "{q:?}"
+    );
+    drain(&mut rx);
     // vision's job ends after 30 min, and nlp-2 is admitted again, with 1 h left.
     s.advance(Duration::minutes(30));
     let ev = drain(&mut rx);
@@ -291,7 +301,10 @@ async fn restore_puts_jobs_back_on_their_nodes_and_in_order() {
             running: true,
             past_run_s: 0,
         }],
-        vec![job("c", "nlp", 16, 60, 2), job("b", "nlp", 16, 60, 1)],
+        vec![
+            (job("c", "nlp", 16, 60, 2), 0),
+            (job("b", "nlp", 16, 60, 1), 0),
+        ],
     );
     let w = s.workloads().await.unwrap();
     assert!(w
