@@ -338,7 +338,7 @@ pub fn to_csv(rows: &[UsageRow], group_by: GroupBy) -> String {
         out.push_str(&format!(
             "{},{},{:.3},{:.3},{:.3},{:.3},{}\n",
             r.bucket_start,
-            csv_field(&r.key),
+            super::csv::text(&r.key, false),
             r.gpu_hours_allocated,
             r.gpu_hours_used,
             r.gpu_hours_idle,
@@ -347,14 +347,6 @@ pub fn to_csv(rows: &[UsageRow], group_by: GroupBy) -> String {
         ));
     }
     out
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }
 
 #[cfg(test)]

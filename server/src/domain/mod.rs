@@ -4,6 +4,7 @@
 
 pub mod accounting;
 pub mod audit;
+pub mod csv;
 pub mod identity;
 pub mod logs;
 pub mod notify;

@@ -42,7 +42,7 @@ pub(super) async fn audit_log(
         }
     };
     let mut out = String::from("at,actor,action,target,before,after,address\n");
-    let cell = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    let cell = |s: &str| crate::domain::csv::text(s, true);
     for e in entries {
         let json =
             |v: &Option<serde_json::Value>| v.as_ref().map(|v| v.to_string()).unwrap_or_default();
