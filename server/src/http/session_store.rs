@@ -241,6 +241,14 @@ mod tests {
         }
     }
 
+    /// A store on a fresh SQLite file: the directory (kept while the test runs), its URL.
+    async fn store() -> (tempfile::TempDir, String, DbSessionStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("s.db").display());
+        let store = DbSessionStore::connect(&url).await.unwrap();
+        (dir, url, store)
+    }
+
     async fn rows(url: &str) -> i64 {
         let pool = sqlx::SqlitePool::connect(url).await.unwrap();
         sqlx::query_scalar("SELECT COUNT(*) FROM tower_sessions")
@@ -251,9 +259,7 @@ mod tests {
 
     #[tokio::test]
     async fn memory_answers_what_the_database_holds_and_never_a_deleted_or_expired_record() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("s.db").display());
-        let store = DbSessionStore::connect(&url).await.unwrap();
+        let (_dir, url, store) = store().await;
 
         let mut r = record(Duration::hours(1));
         store.create(&mut r).await.unwrap();
@@ -298,9 +304,7 @@ mod tests {
     /// back in: the store's save is an insert or update, and once wrote the row back.
     #[tokio::test]
     async fn a_save_after_the_sign_out_does_not_bring_the_session_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("s.db").display());
-        let store = DbSessionStore::connect(&url).await.unwrap();
+        let (_dir, url, store) = store().await;
         let mut r = record(Duration::hours(1));
         store.create(&mut r).await.unwrap();
         let mut loaded = store
@@ -324,9 +328,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_load_that_raced_a_delete_is_not_kept() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("s.db").display());
-        let store = DbSessionStore::connect(&url).await.unwrap();
+        let (_dir, _, store) = store().await;
         let mut r = record(Duration::hours(1));
         store.create(&mut r).await.unwrap();
         // A load that read the row before a delete began, kept after it: not kept.

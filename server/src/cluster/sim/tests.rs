@@ -157,8 +157,8 @@ async fn positions_and_etas_move_when_a_job_ahead_is_cancelled() {
     );
 }
 
-#[tokio::test]
-async fn a_reclaim_preempts_the_borrower_which_queues_again_with_its_time() {
+/// Four nodes (32 GPUs): nlp 16 GPUs and may borrow without limit, vision 16 and lends.
+async fn reclaim_sim() -> SimCluster {
     let s = sim(4).await;
     s.set_quota("nlp", "hgx-h100", quota(16, None))
         .await
@@ -166,6 +166,12 @@ async fn a_reclaim_preempts_the_borrower_which_queues_again_with_its_time() {
     s.set_quota("vision", "hgx-h100", quota(16, Some(0)))
         .await
         .unwrap();
+    s
+}
+
+#[tokio::test]
+async fn a_reclaim_preempts_the_borrower_which_queues_again_with_its_time() {
+    let s = reclaim_sim().await;
     let mut rx = s.subscribe();
     s.submit(job("nlp-1", "nlp", 16, 36000, 0)).await.unwrap();
     s.submit(job("nlp-2", "nlp", 16, 36000, 1)).await.unwrap();
@@ -216,13 +222,7 @@ async fn a_reclaim_preempts_the_borrower_which_queues_again_with_its_time() {
 /// 3 h longer than Kueue would, and the ETAs behind it were as late.
 #[tokio::test]
 async fn a_preempted_job_s_max_runtime_counts_its_earlier_admission() {
-    let s = sim(4).await;
-    s.set_quota("nlp", "hgx-h100", quota(16, None))
-        .await
-        .unwrap();
-    s.set_quota("vision", "hgx-h100", quota(16, Some(0)))
-        .await
-        .unwrap();
+    let s = reclaim_sim().await;
     let mut rx = s.subscribe();
     s.submit(job("nlp-1", "nlp", 16, 36000, 0)).await.unwrap();
     s.submit(job("nlp-2", "nlp", 16, 4 * 3600, 1))
