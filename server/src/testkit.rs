@@ -225,6 +225,8 @@ impl Fixture {
             every,
         );
         resync.request();
+        // The first comparison is over before a test changes anything.
+        resync.passes(1).await;
         let portal = Arc::new(Portal::new(
             db.clone(),
             cluster.clone(),

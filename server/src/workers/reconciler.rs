@@ -33,11 +33,24 @@ pub const SYNC_EVERY: SyncEvery = SyncEvery {
 /// comparisons on: before it the cluster may not hold what it will (the sim is restored from
 /// the database after the writer starts).
 #[derive(Clone)]
-pub struct SyncHandle(Arc<tokio::sync::Notify>);
+pub struct SyncHandle {
+    requests: Arc<tokio::sync::Notify>,
+    /// How many comparisons have ended (done, or deferred).
+    passes: watch::Receiver<u64>,
+}
 
 impl SyncHandle {
     pub fn request(&self) {
-        self.0.notify_one();
+        self.requests.notify_one();
+    }
+
+    /// Waits until at least `n` comparisons have ended since the writer started. A test
+    /// that changes the database behind the cluster's back waits for the first one, which
+    /// would otherwise repair its change at some moment of its own.
+    pub async fn passes(&self, n: u64) {
+        let mut rx = self.passes.clone();
+        // The writer is gone only when its task ended: nothing left to wait for.
+        let _ = rx.wait_for(|p| *p >= n).await;
     }
 }
 
@@ -63,7 +76,11 @@ pub fn spawn_event_writer_every(
     every: SyncEvery,
 ) -> (JoinHandle<()>, SyncHandle) {
     let requests = Arc::new(tokio::sync::Notify::new());
-    let handle = SyncHandle(requests.clone());
+    let (passes, passes_rx) = watch::channel(0u64);
+    let handle = SyncHandle {
+        requests: requests.clone(),
+        passes: passes_rx,
+    };
     let task = tokio::spawn(async move {
         let mut w = Writer {
             db,
@@ -99,6 +116,7 @@ pub fn spawn_event_writer_every(
             }
             if due || (events_since && last_sync.elapsed() >= every.after_events) {
                 w.sync_pass(&mut events).await;
+                passes.send_modify(|p| *p += 1);
                 due = false;
                 events_since = false;
                 last_sync = tokio::time::Instant::now();
