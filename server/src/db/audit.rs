@@ -35,9 +35,15 @@ fn audit_where(f: &AuditFilter, with_cursor: bool) -> (String, Vec<String>) {
         binds.push(a.clone());
         sql.push_str(&format!(" AND action = ${}", binds.len()));
     }
+    // A prefix, compared as it is on both databases: with `LIKE`, SQLite ignored ASCII case
+    // and Postgres did not, and `_` matched any character on both.
     if let Some(t) = &f.target {
-        binds.push(format!("{}%", t.replace('%', "")));
-        sql.push_str(&format!(" AND target LIKE ${}", binds.len()));
+        binds.push(t.clone());
+        sql.push_str(&format!(
+            " AND SUBSTR(target, 1, {}) = ${}",
+            t.chars().count(),
+            binds.len()
+        ));
     }
     if let (true, Some((at, id))) = (with_cursor, &f.after) {
         let at = ms(*at);

@@ -105,6 +105,10 @@ pub struct Snapshot {
     tx: sqlx::Transaction<'static, sqlx::Any>,
 }
 
+/// The Postgres advisory lock that write transactions take (see [`Db::begin_write`]);
+/// an advisory lock belongs to one database, so databases on one server do not share it.
+const WRITE_LOCK: i64 = 0x6761_6e74_7279; // "gantry"
+
 impl Db {
     /// Connects and brings the schema up to date.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Db> {
@@ -179,9 +183,21 @@ impl Db {
     /// (`BEGIN IMMEDIATE`) and so waits its turn: a deferred one that reads first cannot
     /// upgrade once another connection has written, and fails with "database is locked"
     /// (SQLITE_BUSY) instead of waiting (<https://sqlite.org/lang_transaction.html>).
+    ///
+    /// Write transactions run one at a time on both databases: SQLite's `BEGIN IMMEDIATE`
+    /// takes the write lock, and on Postgres the transaction first takes an advisory lock
+    /// held until it ends. Job events get their UUIDv7 ids inside such a transaction, so
+    /// their ids sort in the order they were committed, and a reader that goes on from the
+    /// last id it saw (the notifier's cursor) never passes over an event committed late.
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
         if self.postgres {
-            self.pool.begin().await.map_err(map_err)
+            let mut tx = self.pool.begin().await.map_err(map_err)?;
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(WRITE_LOCK)
+                .execute(&mut *tx)
+                .await
+                .map_err(map_err)?;
+            Ok(tx)
         } else {
             self.pool
                 .begin_with("BEGIN IMMEDIATE")

@@ -957,3 +957,126 @@ async fn the_last_re_run_number_is_of_exact_names_in_the_team_on_postgres() {
     the_last_re_run_number_is_of_exact_names_in_the_team(&db).await;
     db.drop_database().await;
 }
+
+/// A reader that goes on from the last event id it saw (the notifier's cursor) sees every
+/// event, though two write transactions overlap: the one that began first and commits last
+/// must not leave its event behind the cursor. Postgres gave each transaction its UUIDv7 id
+/// when it wrote, so without write transactions taking turns the later one committed first,
+/// the cursor passed it, and the earlier one's event was never read.
+async fn events_are_read_past_a_cursor_in_commit_order(t: &TestDb) {
+    let db = Db::connect(&t.url, 4).await.expect("connect");
+    crate::seed::seed_catalog(&db, Utc::now()).await.unwrap();
+    let params = serde_json::Map::new();
+    let now = Utc::now();
+    db.insert_job(&new_job("j", "j", "nlp", "alice", &params, now), "launched")
+        .await
+        .unwrap();
+    let mut cursor = db.notifier_cursor().await.unwrap();
+    let mut seen = Vec::new();
+
+    let mut first = db.begin_write().await.unwrap();
+    super::jobs::insert_event(&mut first, "j", now, "started", "first")
+        .await
+        .unwrap();
+    let second = {
+        let db = db.clone();
+        tokio::spawn(async move {
+            let mut tx = db.begin_write().await.unwrap();
+            super::jobs::insert_event(&mut tx, "j", now, "succeeded", "second")
+                .await
+                .unwrap();
+            db.commit(tx).await.unwrap();
+        })
+    };
+    // Time for the second transaction to commit, were it let through.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    for e in db.job_events_after(&cursor, 100).await.unwrap() {
+        cursor = e.id.clone();
+        seen.push(e.reason);
+    }
+    db.commit(first).await.unwrap();
+    second.await.unwrap();
+    for e in db.job_events_after(&cursor, 100).await.unwrap() {
+        seen.push(e.reason);
+    }
+    assert_eq!(
+        seen,
+        ["first", "second"],
+        "read in commit order, none passed over"
+    );
+}
+
+#[tokio::test]
+async fn events_are_read_past_a_cursor_in_commit_order_on_sqlite() {
+    events_are_read_past_a_cursor_in_commit_order(&TestDb::sqlite()).await;
+}
+
+#[tokio::test]
+async fn events_are_read_past_a_cursor_in_commit_order_on_postgres() {
+    let db = TestDb::postgres().await;
+    events_are_read_past_a_cursor_in_commit_order(&db).await;
+    db.drop_database().await;
+}
+
+/// The audit log's target filter is a prefix, compared as written on both databases: no
+/// case folding (SQLite's `LIKE` ignored ASCII case, Postgres' did not) and no wildcards.
+async fn the_audit_target_filter_is_the_same_prefix_on_both(t: &TestDb) {
+    let db = Db::connect(&t.url, 2).await.expect("connect");
+    let at = Utc::now();
+    for target in [
+        "nlp/hgx-h100",
+        "NLP/hgx-h200",
+        "nlpx/hgx-h100",
+        "nl%p/a",
+        "vision/hgx-h100",
+    ] {
+        db.append_audit(&crate::domain::audit::AuditEntry::new(
+            "carol",
+            "quota.update",
+            target,
+            at,
+        ))
+        .await
+        .unwrap();
+    }
+    let targets = |prefix: &str| {
+        let db = db.clone();
+        let f = crate::domain::audit::AuditFilter {
+            target: Some(prefix.to_string()),
+            limit: 100,
+            ..Default::default()
+        };
+        async move {
+            let mut t: Vec<String> = db
+                .audit(&f)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| e.target)
+                .collect();
+            t.sort();
+            (t, db.count_audit(&f).await.unwrap())
+        }
+    };
+    assert_eq!(targets("nlp/").await, (vec!["nlp/hgx-h100".to_string()], 1));
+    assert_eq!(targets("NLP/").await, (vec!["NLP/hgx-h200".to_string()], 1));
+    assert_eq!(
+        targets("nl_/").await,
+        (vec![], 0),
+        "_ is a character, not a wildcard"
+    );
+    assert_eq!(targets("nl%p").await, (vec!["nl%p/a".to_string()], 1));
+    assert_eq!(targets("nlp").await.1, 2);
+}
+
+#[tokio::test]
+async fn the_audit_target_filter_is_the_same_prefix_on_both_on_sqlite() {
+    the_audit_target_filter_is_the_same_prefix_on_both(&TestDb::sqlite()).await;
+}
+
+#[tokio::test]
+async fn the_audit_target_filter_is_the_same_prefix_on_both_on_postgres() {
+    let db = TestDb::postgres().await;
+    the_audit_target_filter_is_the_same_prefix_on_both(&db).await;
+    db.drop_database().await;
+}
