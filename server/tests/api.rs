@@ -3800,6 +3800,16 @@ async fn forwarded_headers_count_only_from_trusted_proxies(t: Target) {
         sign_in_addresses(&carol).await,
         ["127.0.0.1", "203.0.113.10", "203.0.113.9"]
     );
+    // Something that is not an address, written by the client in front of what the proxy
+    // appended, hides nothing: the chain is believed up to it.
+    assert_eq!(
+        sign_in_from(&app, "not-an-address, 203.0.113.11").await,
+        StatusCode::SEE_OTHER
+    );
+    assert_eq!(
+        sign_in_addresses(&carol).await,
+        ["127.0.0.1", "203.0.113.10", "203.0.113.11", "203.0.113.9"]
+    );
     let alice = session_cookie(&app, "alice").await;
     assert_eq!(
         post_from(

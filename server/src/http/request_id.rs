@@ -49,19 +49,28 @@ pub fn client_addr_of(headers: &http::HeaderMap, extensions: &http::Extensions) 
         .get::<TrustedProxies>()
         .cloned()
         .unwrap_or_default();
-    let hops: Vec<std::net::IpAddr> = headers
+    let hops: Vec<&str> = headers
         .get_all("x-forwarded-for")
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .map(str::trim)
-        .map(|h| h.parse::<std::net::IpAddr>().map(|ip| ip.to_canonical()))
-        .collect::<Result<_, _>>()
-        // A hop that is not an address: believe nothing of the chain.
-        .unwrap_or_default();
-    let client = hops.iter().rev().find(|ip| !trusted.trusts(**ip));
-    // All hops trusted (or none): the leftmost is the furthest we know of.
-    Some(client.or(hops.first()).copied().unwrap_or(peer).to_string())
+        .collect();
+    // From the right, past the trusted proxies. A hop that is not an address was written by
+    // someone not trusted (a trusted proxy writes the address it saw): the chain is believed
+    // up to it, so a client cannot hide its address behind one.
+    let mut furthest = None;
+    for hop in hops.iter().rev() {
+        let Ok(ip) = hop.parse::<std::net::IpAddr>().map(|ip| ip.to_canonical()) else {
+            break;
+        };
+        if !trusted.trusts(ip) {
+            return Some(ip.to_string());
+        }
+        furthest = Some(ip);
+    }
+    // Every hop believed is trusted (or there are none): the leftmost is the furthest we know.
+    Some(furthest.unwrap_or(peer).to_string())
 }
 
 pub const HEADER: &str = "x-request-id";
