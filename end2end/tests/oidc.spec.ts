@@ -72,6 +72,25 @@ test("members, leads and admins sign in through the provider with their team and
   await expect(page.locator("h1")).toHaveText("Quotas");
 });
 
+// Starting a sign-in needs no credential: each start without a cookie stores a session. Kept
+// for the sessions' 12 h idle time, anyone could fill the store by asking again and again.
+test("a sign-in started and not finished keeps its session for minutes, a finished one for the idle time", async ({ page }) => {
+  const anon = await request.newContext();
+  const res = await anon.get(`${gantry}/auth/login`, { maxRedirects: 0 });
+  expect(res.status()).toBe(303);
+  const pending = (await anon.storageState()).cookies.find((c) => c.name === "gantry_session");
+  expect(pending, "a session for the round trip").toBeTruthy();
+  const now = Date.now() / 1000;
+  expect(pending!.expires).toBeGreaterThan(now + 9 * 60);
+  expect(pending!.expires).toBeLessThanOrEqual(now + 10 * 60 + 5);
+  await anon.dispose();
+
+  await ssoSignIn(page, "nina");
+  const signedIn = (await page.context().cookies()).find((c) => c.name === "gantry_session");
+  // The sessions' idle time (12 h by default), no longer the pending sign-in's 10 minutes.
+  expect(signedIn!.expires).toBeGreaterThan(Date.now() / 1000 + 11 * 3600);
+});
+
 test("someone whose groups map to no team sees a page saying so, not an error", async ({ page, browserErrors }) => {
   // The page is a refusal (403): the browser logs that status.
   browserErrors.allow(/status of 403 \(Forbidden\)/);

@@ -19,14 +19,20 @@ use crate::http::state::AppState;
 
 const ID_TOKEN_KEY: &str = "id_token";
 const PENDING_KEY: &str = "oidc_pending";
+/// How long a sign-in started at the provider and not finished is kept. Starting one needs no
+/// credential, so each `GET /auth/login` without a cookie stores a session: kept for the
+/// sessions' idle time (12 h), anyone could fill the store by asking again and again.
+pub const PENDING_MINUTES: i64 = 10;
 pub use crate::domain::token::{new_token, token_hash, TOKEN_PREFIX};
 pub use crate::service::session::{
     session_ended, session_user, SessionLimits, ENDED_KEY, SIGNED_IN_KEY, USER_KEY,
 };
 
 /// Signs `user` in on this session: a new session id (a session fixed before sign-in is
-/// worth nothing), the sign-in time for the absolute lifetime.
+/// worth nothing), the sign-in time for the absolute lifetime, and the sessions' idle
+/// expiry (a pending sign-in had a short one).
 async fn start_session(
+    state: &AppState,
     session: &Session,
     user: &str,
     id_token: Option<&str>,
@@ -34,6 +40,9 @@ async fn start_session(
     let internal = crate::error::internal;
     session.cycle_id().await.map_err(internal)?;
     session.clear().await;
+    session.set_expiry(Some(tower_sessions::Expiry::OnInactivity(
+        time::Duration::seconds_f64(state.config.auth.session_idle_minutes * 60.0),
+    )));
     session.insert(USER_KEY, user).await.map_err(internal)?;
     session
         .insert(SIGNED_IN_KEY, Utc::now().timestamp_millis())
@@ -108,7 +117,7 @@ pub async fn dev_login(
         }
         Err(e) => return ApiFailure::from(e).into_response(),
     };
-    if let Err(e) = start_session(&session, &viewer.user, None).await {
+    if let Err(e) = start_session(&state, &session, &viewer.user, None).await {
         return ApiFailure::from(e).into_response();
     }
     tracing::info!(user = %viewer.user, admin = viewer.is_admin, "signed in (local)");
@@ -144,6 +153,14 @@ pub async fn oidc_login(
     };
     match oidc.begin(&safe_next(q.next.as_deref()), Utc::now()).await {
         Ok((url, pending)) => {
+            // Someone not signed in gets a session only for the sign-in's round trip.
+            match session.get::<String>(USER_KEY).await {
+                Ok(Some(_)) => {}
+                Ok(None) => session.set_expiry(Some(tower_sessions::Expiry::OnInactivity(
+                    time::Duration::minutes(PENDING_MINUTES),
+                ))),
+                Err(e) => return ApiFailure::from(crate::error::internal(e)).into_response(),
+            }
             if let Err(e) = session.insert(PENDING_KEY, pending).await {
                 return ApiFailure::from(crate::error::internal(e)).into_response();
             }
@@ -241,7 +258,7 @@ pub async fn oidc_callback(
         Ok(u) => u,
         Err(e) => return ApiFailure::from(e).into_response(),
     };
-    if let Err(e) = start_session(&session, &user, Some(&who.id_token)).await {
+    if let Err(e) = start_session(&state, &session, &user, Some(&who.id_token)).await {
         return ApiFailure::from(e).into_response();
     }
     tracing::info!(%user, teams = teams.len(), admin = who.is_admin, "signed in (OpenID)");
