@@ -310,7 +310,8 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
         .with_auth(&config.auth)
         .with_usage(&config.usage)
         .with_metrics(metrics.clone())
-        .with_sim(sim.clone());
+        .with_sim(sim.clone())
+        .with_webhook_networks(config.server.webhook_nets());
     let portal = Arc::new(portal);
     if let Err(e) = crate::workers::reconciler::resend_unsent(&portal).await {
         tracing::warn!(error = %e, "could not send stored jobs at start");

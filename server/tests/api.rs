@@ -259,6 +259,7 @@ on_both!(
     a_re_run_of_a_long_name_is_named_within_the_limit,
     a_clone_into_another_team_is_not_named_across_the_teams,
     webhooks_are_signed_retried_and_sent_once_across_a_restart,
+    webhooks_reach_no_internal_address_unless_its_network_is_allowed,
     job_lists_page_search_and_filter_on_the_server,
     templates_page_and_search_on_the_server,
     the_home_page_lists_the_newest_active_jobs_and_says_how_many_more,
@@ -5305,6 +5306,101 @@ fn hmac_hex(secret: &str, body: &str) -> String {
         .map(|b| format!("{b:02x}"))
         .collect();
     format!("sha256={hex}")
+}
+
+/// A webhook cannot make Gantry post inside its own network (server-side request forgery):
+/// with no network allowed (the default), an internal address is refused when the webhook
+/// is created, naming the field and the setting; a name that resolves only to internal
+/// addresses is accepted, and each delivery is refused when it connects, said in the
+/// delivery log, and nothing reaches the receiver. Allowing the network lets it through.
+async fn webhooks_reach_no_internal_address_unless_its_network_is_allowed(t: Target) {
+    let db = fresh_database(t).await;
+    let mut c = config(&db.url);
+    c.server.webhook_networks = Vec::new();
+    let app = App::start_with(c).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let rx = Receiver::start().await;
+    let port = rx.url.rsplit(':').next().unwrap().to_string();
+    for url in [
+        rx.url.clone(),
+        "http://169.254.169.254/latest/meta-data/".to_string(),
+        "http://10.0.0.7:8080/hook".to_string(),
+        "http://[::1]:9000/".to_string(),
+        "http://[::ffff:127.0.0.1]:9000/".to_string(),
+    ] {
+        let (status, err) = alice
+            .post(
+                "/api/v1/webhooks",
+                json!({"url": url, "kind": "generic", "events": ["started"]}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{url}: {err}");
+        assert_eq!(err["error"]["field"], "url", "{url}: {err}");
+        let message = err["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("server.webhook_networks") && message.contains("may not reach"),
+            "{url}: {message}"
+        );
+    }
+    // A name: checked on delivery, where it resolves to 127.0.0.1 (and ::1).
+    let (status, hook) = alice
+        .post(
+            "/api/v1/webhooks",
+            json!({"url": format!("http://localhost:{port}/by-name"), "kind": "generic", "events": ["started"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{hook}");
+    let hook_id = hook["webhook"]["id"].as_str().unwrap().to_string();
+    alice.launch(llama(8)).await;
+    carol.advance(60).await;
+    let mut log = Value::Null;
+    for _ in 0..100 {
+        let (_, l) = alice
+            .get(&format!("/api/v1/webhooks/{hook_id}/deliveries"))
+            .await;
+        if l[0]["attempts"].as_u64().unwrap_or(0) >= 1 {
+            log = l;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_ne!(log[0]["state"], "delivered", "{log}");
+    let error = log[0]["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("localhost resolves only to")
+            && error.contains("127.0.0.1")
+            && error.contains("server.webhook_networks"),
+        "{log}"
+    );
+    assert!(
+        rx.got.lock().unwrap().is_empty(),
+        "nothing reached the receiver"
+    );
+    finish(app, db).await;
+
+    // Its network allowed, the same webhook is delivered.
+    let db = fresh_database(t).await;
+    let mut c = config(&db.url);
+    c.server.webhook_networks = vec!["127.0.0.0/8".into(), "::1".into()];
+    let app = App::start_with(c).await;
+    let alice = app.client("alice").await;
+    let carol = app.client("carol").await;
+    let (status, hook) = alice
+        .post(
+            "/api/v1/webhooks",
+            json!({"url": format!("http://localhost:{port}/by-name"), "kind": "generic", "events": ["started"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{hook}");
+    rx.status.store(200, std::sync::atomic::Ordering::SeqCst);
+    alice.launch(llama(8)).await;
+    carol.advance(60).await;
+    rx.until("a delivery by name", |g| {
+        g.iter().any(|r| r.path == "/by-name" && r.answered == 200)
+    })
+    .await;
+    finish(app, db).await;
 }
 
 /// Notifications: a job's start appears in the owner's list and goes to their webhook,

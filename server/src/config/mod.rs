@@ -128,6 +128,14 @@ pub struct ServerConfig {
     /// headers count from nobody; the socket's peer is the client, and the cross-site check
     /// compares with `Host` and the configured public origin.
     pub trusted_proxies: Vec<String>,
+    /// Private, loopback and link-local networks that webhooks may post to, as CIDRs
+    /// (`10.20.0.0/16`) or single addresses: an in-house chat server, say. Empty (the
+    /// default): webhooks reach public addresses only, so nobody's webhook makes Gantry post
+    /// to the cluster's internal services or a cloud's metadata address (server-side
+    /// request forgery). A name is checked on each delivery, against every address it
+    /// resolves to.
+    #[serde(default)]
+    pub webhook_networks: Vec<String>,
     /// The address people reach Gantry at (`https://gantry.example.com`), for the links in
     /// webhook messages. Unset: the origin of `auth.oidc.redirect_url`, else
     /// `http://<server.addr>`.
@@ -139,6 +147,14 @@ impl ServerConfig {
     /// The parsed `trusted_proxies` (checked by [`Config::validate`]; a bad entry is skipped).
     pub fn trusted_proxy_nets(&self) -> Vec<ipnet::IpNet> {
         self.trusted_proxies
+            .iter()
+            .filter_map(|s| parse_net(s).ok())
+            .collect()
+    }
+
+    /// The parsed `webhook_networks` (checked by [`Config::validate`]).
+    pub fn webhook_nets(&self) -> Vec<ipnet::IpNet> {
+        self.webhook_networks
             .iter()
             .filter_map(|s| parse_net(s).ok())
             .collect()
@@ -303,6 +319,7 @@ impl Default for Config {
                 max_streams_per_user: 32,
                 page_cache_ms: 1000,
                 trusted_proxies: Vec::new(),
+                webhook_networks: Vec::new(),
                 public_url: None,
             },
             database: DatabaseConfig {
@@ -446,6 +463,12 @@ impl Config {
         for p in &self.server.trusted_proxies {
             parse_net(p).map_err(|message| ConfigError::Invalid {
                 key: "server.trusted_proxies",
+                message,
+            })?;
+        }
+        for p in &self.server.webhook_networks {
+            parse_net(p).map_err(|message| ConfigError::Invalid {
+                key: "server.webhook_networks",
                 message,
             })?;
         }

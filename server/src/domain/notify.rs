@@ -76,6 +76,45 @@ pub fn backoff_s(attempts: u32) -> i64 {
 /// A delivery that failed this many times is given up (and shown as failed in the log).
 pub const MAX_ATTEMPTS: u32 = 8;
 
+/// Networks no webhook reaches unless `server.webhook_networks` allows them: this host
+/// (loopback, "this network"), private and shared (CGNAT) ranges, link-local (a cloud's
+/// metadata address, 169.254.169.254), multicast and reserved; IPv6 loopback, unspecified,
+/// unique local, link-local and multicast. An IPv4-mapped IPv6 address counts as its IPv4.
+const INTERNAL: [&str; 14] = [
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
+    "::/128",
+    "::1/128",
+    "fc00::/7",
+    "fe80::/10",
+    "ff00::/8",
+];
+
+/// Whether a webhook may post to `ip`: a public address, or one in `allowed`.
+pub fn webhook_may_reach(ip: std::net::IpAddr, allowed: &[ipnet::IpNet]) -> bool {
+    let ip = ip.to_canonical();
+    allowed.iter().any(|n| n.contains(&ip))
+        || !INTERNAL
+            .iter()
+            .filter_map(|n| n.parse::<ipnet::IpNet>().ok())
+            .any(|n| n.contains(&ip))
+}
+
+/// What a refused address is told with (the creation's 422, a delivery's error).
+pub fn unreachable_address(ip: std::net::IpAddr) -> String {
+    format!(
+        "{ip} is a private, loopback or link-local address, which webhooks may not reach; \
+         an admin may allow its network in server.webhook_networks"
+    )
+}
+
 /// One job event as a webhook receives it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Message<'a> {
@@ -116,6 +155,88 @@ pub fn payload(kind: &str, m: &Message<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The refused ranges agree with the standard library's own classification (IANA's
+    /// special-purpose registries), address by address, and an allowed network lets its
+    /// addresses through.
+    #[test]
+    fn webhooks_reach_public_addresses_and_allowed_networks_only() {
+        use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+        let v4 = |ip: Ipv4Addr| {
+            ip.is_private()
+                || ip.is_loopback()
+                || ip.is_link_local()
+                || ip.is_multicast()
+                || ip.is_broadcast()
+                || ip.is_unspecified()
+                || ip.octets()[0] == 0
+                || ip.octets()[0] >= 240
+                || (ip.octets()[0] == 100 && (64..128).contains(&ip.octets()[1]))
+        };
+        let v6 = |ip: Ipv6Addr| {
+            ip.is_loopback()
+                || ip.is_unspecified()
+                || ip.is_multicast()
+                || ip.is_unique_local()
+                || ip.is_unicast_link_local()
+        };
+        let addresses = [
+            "8.8.8.8",
+            "1.1.1.1",
+            "10.0.0.1",
+            "10.255.255.255",
+            "11.0.0.1",
+            "100.63.255.255",
+            "100.64.0.1",
+            "100.127.255.255",
+            "100.128.0.1",
+            "127.0.0.1",
+            "127.9.9.9",
+            "169.254.169.254",
+            "169.255.0.1",
+            "172.15.255.255",
+            "172.16.0.1",
+            "172.31.255.255",
+            "172.32.0.1",
+            "192.168.1.1",
+            "192.169.0.1",
+            "224.0.0.1",
+            "239.255.255.255",
+            "255.255.255.255",
+            "0.0.0.0",
+            "0.1.2.3",
+            "::1",
+            "::",
+            "fd00::1",
+            "fc00::1",
+            "fe80::1",
+            "ff02::1",
+            "2001:4860:4860::8888",
+            "2606:4700::1111",
+        ];
+        for a in addresses {
+            let ip: IpAddr = a.parse().unwrap();
+            let internal = match ip {
+                IpAddr::V4(v) => v4(v),
+                IpAddr::V6(v) => v6(v),
+            };
+            assert_eq!(webhook_may_reach(ip, &[]), !internal, "{a}");
+        }
+        // An IPv4-mapped IPv6 address is its IPv4 address.
+        assert!(!webhook_may_reach(
+            "::ffff:169.254.169.254".parse().unwrap(),
+            &[]
+        ));
+        assert!(webhook_may_reach("::ffff:8.8.8.8".parse().unwrap(), &[]));
+        // Allowed networks, and only those.
+        let allowed: Vec<ipnet::IpNet> = vec!["10.20.0.0/16".parse().unwrap()];
+        assert!(webhook_may_reach("10.20.3.4".parse().unwrap(), &allowed));
+        assert!(!webhook_may_reach("10.21.0.1".parse().unwrap(), &allowed));
+        assert!(!webhook_may_reach(
+            "169.254.169.254".parse().unwrap(),
+            &allowed
+        ));
+    }
 
     #[test]
     fn the_signature_is_rfc_4231s_hmac_sha256() {

@@ -23,6 +23,7 @@ pub use identity::{memo_viewer, ViewerMemo};
 pub use launch::{stored_workload, workload_of};
 pub use live::{LiveChange, LiveTx};
 pub use logs::log_source;
+pub use notify::webhook_client;
 pub use page::{PAGE_DEFAULT, PAGE_MAX};
 pub use quotas::{parse_strategy, QuotaEdit};
 
@@ -74,6 +75,8 @@ pub struct Portal {
     sim: Option<Arc<crate::cluster::sim::SimCluster>>,
     /// Where people reach Gantry, for links in webhook messages (set once it listens).
     public_url: std::sync::OnceLock<String>,
+    /// The internal networks webhooks may reach (`server.webhook_networks`).
+    webhook_networks: Arc<[ipnet::IpNet]>,
 }
 
 use crate::error::internal;
@@ -103,7 +106,18 @@ impl Portal {
             rerun_names: tokio::sync::Mutex::new(()),
             sim: None,
             public_url: std::sync::OnceLock::new(),
+            webhook_networks: Arc::new([]),
         }
+    }
+
+    /// The internal networks webhooks may post to (see `server.webhook_networks`).
+    pub fn with_webhook_networks(mut self, nets: Vec<ipnet::IpNet>) -> Self {
+        self.webhook_networks = nets.into();
+        self
+    }
+
+    pub fn webhook_networks(&self) -> Arc<[ipnet::IpNet]> {
+        self.webhook_networks.clone()
     }
 
     /// Where people reach Gantry (links in webhook messages); the first setting stays.

@@ -120,6 +120,13 @@ impl Portal {
         if !matches!(url.scheme(), "https" | "http") || url.host_str().is_none() {
             return Err(Error::invalid("url", "an http:// or https:// address"));
         }
+        // An address written out is checked now; a name, on each delivery (it may resolve
+        // elsewhere by then).
+        if let Some(ip) = literal_ip(&url) {
+            if !notify::webhook_may_reach(ip, &self.webhook_networks) {
+                return Err(Error::invalid("url", notify::unreachable_address(ip)));
+            }
+        }
         if !matches!(req.kind.as_str(), "slack" | "generic") {
             return Err(Error::invalid(
                 "kind",
@@ -453,6 +460,26 @@ impl Portal {
                 Err(DbError::NotFound) => continue,
                 Err(e) => return Err(e.into()),
             };
+            // Stored before the rule, or before its network was taken off the allowed list.
+            let refused = url::Url::parse(&hook.url)
+                .ok()
+                .and_then(|u| literal_ip(&u))
+                .filter(|ip| !notify::webhook_may_reach(*ip, &self.webhook_networks));
+            if let Some(ip) = refused {
+                tracing::warn!(delivery.id = %d.id, webhook.id = %hook.id, "webhook delivery refused: its address is internal");
+                self.db
+                    .record_attempt(
+                        &d.id,
+                        false,
+                        None,
+                        Some(&notify::unreachable_address(ip)),
+                        None,
+                        Utc::now(),
+                    )
+                    .await?;
+                sent += 1;
+                continue;
+            }
             let mut req = http
                 .post(&hook.url)
                 .header("content-type", "application/json")
@@ -474,8 +501,22 @@ impl Portal {
                     Some(res.status().as_u16()),
                     Some(format!("the receiver answered {}", res.status())),
                 ),
-                // Without the URL: it may be the credential itself (Slack).
-                Err(e) => (false, None, Some(format!("no answer: {}", e.without_url()))),
+                // Without the URL: it may be the credential itself (Slack). The source of a
+                // refusal by the resolver (an internal address) says which and why.
+                Err(e) => {
+                    let why = std::error::Error::source(&e).and_then(|s| {
+                        let mut s: Option<&(dyn std::error::Error + 'static)> = Some(s);
+                        while let Some(inner) = s {
+                            if let Some(r) = inner.downcast_ref::<InternalOnly>() {
+                                return Some(r.to_string());
+                            }
+                            s = inner.source();
+                        }
+                        None
+                    });
+                    let text = why.unwrap_or_else(|| format!("no answer: {}", e.without_url()));
+                    (false, None, Some(text))
+                }
             };
             let attempts = d.attempts + 1;
             let next = (!ok && attempts < notify::MAX_ATTEMPTS)
@@ -490,4 +531,71 @@ impl Portal {
         }
         Ok(sent)
     }
+}
+
+/// The address of a URL whose host is written as one.
+fn literal_ip(url: &url::Url) -> Option<std::net::IpAddr> {
+    match url.host()? {
+        url::Host::Ipv4(ip) => Some(ip.into()),
+        url::Host::Ipv6(ip) => Some(ip.into()),
+        url::Host::Domain(_) => None,
+    }
+}
+
+/// A webhook's host name resolved only to addresses webhooks may not reach.
+#[derive(Debug)]
+pub struct InternalOnly {
+    name: String,
+    addresses: Vec<std::net::IpAddr>,
+}
+
+impl std::fmt::Display for InternalOnly {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list: Vec<String> = self.addresses.iter().map(|a| a.to_string()).collect();
+        write!(
+            f,
+            "{} resolves only to private, loopback or link-local addresses ({}), which webhooks may not reach; an admin may allow their network in server.webhook_networks",
+            self.name,
+            list.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for InternalOnly {}
+
+/// Resolves webhook hosts and keeps only the addresses webhooks may reach. The check is made
+/// as each delivery connects, so a name that answers differently after the webhook was
+/// created (DNS rebinding) reaches no internal address either.
+struct WebhookResolver {
+    allowed: Arc<[ipnet::IpNet]>,
+}
+
+impl reqwest::dns::Resolve for WebhookResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let allowed = self.allowed.clone();
+        let name = name.as_str().to_string();
+        Box::pin(async move {
+            let found: Vec<std::net::SocketAddr> =
+                tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
+            let (reachable, refused): (Vec<_>, Vec<_>) = found
+                .into_iter()
+                .partition(|a| notify::webhook_may_reach(a.ip(), &allowed));
+            if reachable.is_empty() && !refused.is_empty() {
+                let addresses = refused.iter().map(|a| a.ip()).collect();
+                return Err(Box::new(InternalOnly { name, addresses })
+                    as Box<dyn std::error::Error + Send + Sync>);
+            }
+            Ok(Box::new(reachable.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// The HTTP client webhooks are posted with: no redirects (a receiver cannot send a
+/// delivery on to an internal address), and only addresses webhooks may reach.
+pub fn webhook_client(allowed: Arc<[ipnet::IpNet]>) -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(Arc::new(WebhookResolver { allowed }))
+        .build()
+        .unwrap_or_default()
 }

@@ -32,10 +32,7 @@ pub fn spawn(portal: Arc<Portal>) -> Vec<tokio::task::JoinHandle<()>> {
         })
     };
     let sender = tokio::spawn(async move {
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_default();
+        let http = crate::service::webhook_client(portal.webhook_networks());
         let mut every = tokio::time::interval(Duration::from_secs(1));
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

@@ -9,5 +9,7 @@ pub fn test_config(url: &str) -> Config {
     c.sim.clock = ClockMode::Manual;
     c.demo.jobs = false;
     c.demo.history = false;
+    // The tests' webhook receivers listen on this machine.
+    c.server.webhook_networks = vec!["127.0.0.0/8".into()];
     c
 }
