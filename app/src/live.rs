@@ -252,7 +252,14 @@ fn connect(live: Live, viewer: crate::app::ViewerResource) {
         if !matches!(viewer.get(), Some(Ok(Some(_)))) {
             return;
         }
-        let Ok(source) = web_sys::EventSource::new("/api/v1/events") else {
+        // From the count the page was read with: the server sends first what changed since
+        // (when it still keeps it), so the page need not read everything again. Reconnecting,
+        // the browser sends the last change's number itself (`Last-Event-ID`).
+        let url = match live.known.try_get_value().unwrap_or(0) {
+            0 => "/api/v1/events".to_string(),
+            known => format!("/api/v1/events?since={known}"),
+        };
+        let Ok(source) = web_sys::EventSource::new(&url) else {
             return;
         };
         let on_message =

@@ -23,12 +23,12 @@ test("a page whose session ends stops its live stream without errors", async ({ 
 // fewer, reads again. Here the stream is held back while a teammate launches a job and
 // cancels it: nothing about that job happens after the stream opens, so only that count can
 // bring its row to the Jobs page.
-test("a change made before the page's live stream opened still reaches the page", async ({ page, baseURL }) => {
+test("a change made before the page's live stream opened reaches the page from the stream, with nothing read again", async ({ page, baseURL }) => {
   const bob = await apiAs(baseURL!, "bob");
   await signIn(page, "alice");
   let release = () => {};
   const held = new Promise<void>((r) => (release = r));
-  await page.route("**/api/v1/events", async (route) => {
+  await page.route("**/api/v1/events*", async (route) => {
     await held;
     await route.continue();
   });
@@ -39,10 +39,19 @@ test("a change made before the page's live stream opened still reaches the page"
   expect((await bob.post(`/api/v1/jobs/${job.id}/cancel`, { data: {} })).status()).toBe(200);
   await page.waitForTimeout(1_000);
   await expect(page.getByTestId(`job-row-${job.id}`)).toHaveCount(0);
+  // The stream opens from the count the page was read with, and the server sends first what
+  // changed since: the page patches itself and reads nothing again.
+  const reads: string[] = [];
+  page.on("request", (r) => {
+    const url = r.url();
+    if (!url.includes("/api/v1/events") && !url.includes("/pkg/")) reads.push(url);
+  });
   release();
   await hydrated(page);
   const row = page.getByTestId(`job-row-${job.id}`);
   await expect(row).toBeVisible({ timeout: 10_000 });
   await expect(row).toHaveAttribute("data-state", "cancelled");
+  await page.waitForTimeout(1_000);
+  expect(reads, "nothing read again").toEqual([]);
   await bob.dispose();
 });

@@ -6539,6 +6539,116 @@ async fn pages_are_served_again_only_to_their_session_until_something_changes(t:
 
 on_both!(pages_are_served_again_only_to_their_session_until_something_changes);
 
+/// The events of a server-sent stream's text: each one's id, if any, and its JSON data.
+fn sse_events(text: &str) -> Vec<(Option<u64>, Value)> {
+    text.split("\n\n")
+        .filter_map(|block| {
+            let mut id = None;
+            let mut data = None;
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id:") {
+                    id = v.trim().parse().ok();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data = serde_json::from_str(v.trim()).ok();
+                }
+            }
+            data.map(|d| (id, d))
+        })
+        .collect()
+}
+
+/// A stream opened late (a page's wasm loads for a second or two after it was read) with
+/// `?since=` the count the page was read with is first sent the changes after it, its first
+/// tick saying that count, so the page misses none and reads nothing again; each change
+/// carries its number as the event's id, and a reconnect's `Last-Event-ID` goes on after it.
+/// A count older than the server keeps is not replayed (the first tick says the count now,
+/// and the page knows it missed changes); a `since` that is not a number is a 422.
+#[tokio::test]
+async fn a_late_stream_is_sent_what_changed_since_its_page_was_read() {
+    use std::time::Duration;
+    let db = fresh_database(Target::Sqlite).await;
+    let app = App::start(&db).await;
+    let alice = app.client("alice").await;
+    let open = |query: String, last_id: Option<u64>| {
+        let mut req = alice.http.get(format!("{}/api/v1/events{query}", app.base));
+        if let Some(id) = last_id {
+            req = req.header("last-event-id", id.to_string());
+        }
+        req.send()
+    };
+    let (_, before) = alice.get("/api/v1/jobs?limit=1").await;
+    let read_at = before["live_seq"].as_u64().expect("live_seq");
+    let missed = alice.launch(llama(8)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let stream = open(format!("?since={read_at}"), None).await.unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    let text = read_until_closed(stream, Duration::from_secs(2))
+        .await
+        .expect_err("the stream stays open");
+    let got = sse_events(&text);
+    assert_eq!(got[0].1["kind"], "tick", "{text}");
+    assert_eq!(
+        got[0].1["seq"].as_u64(),
+        Some(read_at),
+        "starts from the page's count: {text}"
+    );
+    let jobs: Vec<&(Option<u64>, Value)> = got.iter().filter(|(_, e)| e["kind"] == "job").collect();
+    assert!(!jobs.is_empty(), "{text}");
+    let seqs: Vec<u64> = jobs
+        .iter()
+        .map(|(_, e)| e["seq"].as_u64().unwrap())
+        .collect();
+    let expected: Vec<u64> = (read_at + 1..read_at + 1 + seqs.len() as u64).collect();
+    assert_eq!(seqs, expected, "every change since, in order: {text}");
+    assert!(
+        jobs.iter().all(|(id, e)| *id == e["seq"].as_u64()),
+        "each change's number is its id: {text}"
+    );
+    assert!(
+        jobs.iter().any(|(_, e)| e["job_id"] == missed.as_str()),
+        "the launch made before the stream opened comes: {text}"
+    );
+
+    // Reconnecting after the first change: the rest, from the id the browser sends (which
+    // goes before the address's `since`).
+    let stream = open(format!("?since={read_at}"), Some(seqs[0]))
+        .await
+        .unwrap();
+    let text = read_until_closed(stream, Duration::from_secs(2))
+        .await
+        .expect_err("the stream stays open");
+    let again = sse_events(&text);
+    assert_eq!(again[0].1["seq"].as_u64(), Some(seqs[0]), "{text}");
+    let rest: Vec<u64> = again
+        .iter()
+        .filter(|(_, e)| e["kind"] == "job")
+        .map(|(_, e)| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(rest, seqs[1..], "{text}");
+
+    // Older than the server keeps: nothing replayed, the first tick says the count now.
+    let stream = open("?since=1".to_string(), None).await.unwrap();
+    let text = read_until_closed(stream, Duration::from_secs(1))
+        .await
+        .expect_err("the stream stays open");
+    let old = sse_events(&text);
+    assert_eq!(
+        old[0].1["seq"].as_u64(),
+        Some(*seqs.last().unwrap()),
+        "{text}"
+    );
+    assert!(!old.iter().any(|(_, e)| e["kind"] == "job"), "{text}");
+
+    let res = open("?since=yesterday".to_string(), None).await.unwrap();
+    assert_eq!(res.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let err: Value = res.json().await.unwrap();
+    assert_eq!(err["error"]["field"], "since", "{err}");
+    finish(app, db).await;
+}
+
 /// The live stream numbers its changes and says, as it opens, how many had been sent; a
 /// job list says how many it was read with. A page tells from these which changes it lacks:
 /// those sent between its read and the stream's opening (they never come on the stream),
@@ -6549,12 +6659,8 @@ async fn live_changes_are_numbered_and_a_list_says_which_it_holds() {
     let db = fresh_database(Target::Sqlite).await;
     let app = App::start(&db).await;
     let alice = app.client("alice").await;
-    let events = |text: &str| -> Vec<Value> {
-        text.split("\n\n")
-            .filter_map(|e| e.strip_prefix("data: "))
-            .filter_map(|d| serde_json::from_str(d).ok())
-            .collect()
-    };
+    let events =
+        |text: &str| -> Vec<Value> { sse_events(text).into_iter().map(|(_, e)| e).collect() };
     // Read before a change: it is numbered after the list's count, and the list lacks it.
     let (_, before) = alice.get("/api/v1/jobs?limit=1").await;
     let read_at = before["live_seq"].as_u64().expect("live_seq");

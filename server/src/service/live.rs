@@ -35,8 +35,32 @@ pub struct LiveTx(Arc<LiveTxInner>);
 #[derive(Debug)]
 struct LiveTxInner {
     tx: broadcast::Sender<LiveChange>,
-    /// The number of the last change sent; the send happens under it, so numbers go out in order.
-    last: std::sync::Mutex<u64>,
+    /// The changes sent; a send happens under it, so numbers go out in order.
+    sent: std::sync::Mutex<Sent>,
+}
+
+#[derive(Debug)]
+struct Sent {
+    /// The number of the last change sent.
+    last: u64,
+    /// The last [`REPLAY`] changes, oldest first, for streams that open after a page was
+    /// read (see [`LiveTx::subscribe_since`]).
+    recent: std::collections::VecDeque<LiveChange>,
+}
+
+/// How many of the last changes a stream that opens late is sent again. A page opens its
+/// stream a second or two after it was read (its wasm loads in between); more changes than
+/// this in that time and it reads everything again instead.
+pub const REPLAY: usize = 256;
+
+/// A new stream's receiver, where it starts and the changes sent since then.
+pub struct Subscribed {
+    pub rx: broadcast::Receiver<LiveChange>,
+    /// The count the stream starts from: the one asked for when every change after it could
+    /// be sent again, else the count now.
+    pub from: u64,
+    /// The changes after `from` already sent, oldest first.
+    pub replay: Vec<LiveChange>,
 }
 
 impl LiveTx {
@@ -48,15 +72,22 @@ impl LiveTx {
             .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2));
         LiveTx(Arc::new(LiveTxInner {
             tx,
-            last: std::sync::Mutex::new(start),
+            sent: std::sync::Mutex::new(Sent {
+                last: start,
+                recent: std::collections::VecDeque::with_capacity(REPLAY),
+            }),
         }))
     }
 
     /// Numbers `change` and sends it; no receivers is fine (nobody is watching).
     pub fn send(&self, mut change: LiveChange) {
-        let mut last = self.0.last.lock().unwrap_or_else(|e| e.into_inner());
-        *last += 1;
-        change.seq = *last;
+        let mut sent = self.0.sent.lock().unwrap_or_else(|e| e.into_inner());
+        sent.last += 1;
+        change.seq = sent.last;
+        if sent.recent.len() == REPLAY {
+            sent.recent.pop_front();
+        }
+        sent.recent.push_back(change.clone());
         let _ = self.0.tx.send(change);
     }
 
@@ -64,9 +95,33 @@ impl LiveTx {
         self.0.tx.subscribe()
     }
 
+    /// A receiver for a stream whose reader holds every change up to `since` (a page read
+    /// with that count, or the last change its stream was sent before it reconnected), and
+    /// the changes sent after it, when they are all still kept: subscribed and copied under
+    /// the send lock, so none is missed or sent twice. Otherwise (none asked, too old, or a
+    /// count of another process) it starts from the count now, and the reader sees from the
+    /// first tick that it missed changes.
+    pub fn subscribe_since(&self, since: Option<u64>) -> Subscribed {
+        let sent = self.0.sent.lock().unwrap_or_else(|e| e.into_inner());
+        let rx = self.0.tx.subscribe();
+        let oldest_held = sent.last - sent.recent.len() as u64;
+        match since {
+            Some(s) if s <= sent.last && s >= oldest_held => Subscribed {
+                rx,
+                from: s,
+                replay: sent.recent.iter().filter(|c| c.seq > s).cloned().collect(),
+            },
+            _ => Subscribed {
+                rx,
+                from: sent.last,
+                replay: Vec::new(),
+            },
+        }
+    }
+
     /// How many changes have been sent.
     pub fn seq(&self) -> u64 {
-        *self.0.last.lock().unwrap_or_else(|e| e.into_inner())
+        self.0.sent.lock().unwrap_or_else(|e| e.into_inner()).last
     }
 }
 
@@ -102,6 +157,11 @@ impl RowCell {
 impl Portal {
     pub fn subscribe_live(&self) -> broadcast::Receiver<LiveChange> {
         self.live.subscribe()
+    }
+
+    /// A live stream's receiver from `since` on (see [`LiveTx::subscribe_since`]).
+    pub fn subscribe_live_since(&self, since: Option<u64>) -> Subscribed {
+        self.live.subscribe_since(since)
     }
 
     pub fn publish(&self, change: LiveChange) {
@@ -234,13 +294,13 @@ impl Portal {
         }
     }
 
-    /// A stream's first event: the clock, and how many changes had been sent when the stream
-    /// subscribed (call it after subscribing): every later one comes on the stream, and a
-    /// page read before lacks those it was not read with.
-    pub fn live_first_tick(&self) -> LiveEvent {
+    /// A stream's first event: the clock, and the count the stream starts from
+    /// ([`Subscribed::from`]): every later change comes on the stream, and a page read before
+    /// lacks those it was not read with.
+    pub fn live_first_tick(&self, from: u64) -> LiveEvent {
         LiveEvent::Tick {
             now: self.cluster.now(),
-            seq: Some(self.live.seq()),
+            seq: Some(from),
         }
     }
 

@@ -9,10 +9,33 @@ use super::*;
 /// or the end of the session's lifetime the stream sends an `end` event and closes (the
 /// viewer's teams are read again too, so a change of team applies within seconds). A user
 /// holds at most `server.max_streams_per_user` streams; one more is a 429.
+///
+/// Each change carries its number as the event's id. A stream opened with `?since=N` (the
+/// count a page was read with) or reconnecting with `Last-Event-ID: N` (the browser sends the
+/// last id it was given) is first sent the changes after `N`, when the server still keeps
+/// them (the last [`crate::service::REPLAY`]); its first tick then says `N`, so the page
+/// misses nothing and reads nothing again.
 pub(super) async fn events(
     State(state): State<AppState>,
     crate::http::auth::Held(viewer, credential): crate::http::auth::Held,
+    headers: http::HeaderMap,
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
 ) -> ApiResult<Response> {
+    let since = match q.get("since").map(|s| s.trim()) {
+        None | Some("") => None,
+        Some(s) => Some(s.parse::<u64>().map_err(|_| {
+            ApiError::invalid(
+                "since",
+                "the count of live changes a page was read with (a whole number, as `live_seq` gives it)",
+            )
+        })?),
+    };
+    // A reconnecting browser's own last id goes before the address it was opened with.
+    let since = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .or(since);
     let Some(slot) = state
         .streams
         .take(&viewer.user, state.config.server.max_streams_per_user)
@@ -35,7 +58,7 @@ pub(super) async fn events(
     // holds only its connection, its body and this state (the figure `make bench` prints).
     // Every RECHECK sends a tick, which is the keep-alive too.
     let stream = futures::stream::unfold(
-        Some(Box::new(Watch::new(state, viewer, credential, slot))),
+        Some(Box::new(Watch::new(state, viewer, credential, slot, since))),
         |watch| async move {
             let mut watch = watch?;
             let (text, last) = watch.next().await?;
@@ -55,8 +78,10 @@ struct Watch {
     credential: crate::http::auth::Credential,
     live: tokio::sync::broadcast::Receiver<crate::service::LiveChange>,
     every: tokio::time::Interval,
-    /// The first event, a tick, is still to be sent.
-    first: bool,
+    /// The first event, a tick saying this count, is still to be sent.
+    first: Option<u64>,
+    /// Changes sent before the stream opened, after the count its reader holds: sent next.
+    replay: std::collections::VecDeque<crate::service::LiveChange>,
     _slot: crate::http::state::StreamSlot,
 }
 
@@ -66,8 +91,9 @@ impl Watch {
         viewer: app::model::Viewer,
         credential: crate::http::auth::Credential,
         slot: crate::http::state::StreamSlot,
+        since: Option<u64>,
     ) -> Watch {
-        let live = state.portal.subscribe_live();
+        let sub = state.portal.subscribe_live_since(since);
         // Each stream rechecks at a phase of its own: streams opened together (every page
         // reconnecting after a restart) would otherwise ask the database all at once, every
         // RECHECK, for as long as they stay open.
@@ -78,9 +104,10 @@ impl Watch {
             state,
             viewer,
             credential,
-            live,
+            live: sub.rx,
             every,
-            first: true,
+            first: Some(sub.from),
+            replay: sub.replay.into(),
             _slot: slot,
         }
     }
@@ -91,15 +118,24 @@ impl Watch {
     async fn next(&mut self) -> Option<(Event, bool)> {
         use tokio::sync::broadcast::error::RecvError;
         let portal = &self.state.portal;
-        if std::mem::take(&mut self.first) {
+        if let Some(from) = self.first.take() {
             // The clock at once; who holds the stream was checked a moment ago.
-            let tick = serde_json::to_string(&portal.live_first_tick()).unwrap_or_default();
+            let tick = serde_json::to_string(&portal.live_first_tick(from)).unwrap_or_default();
             return Some((Event::default().data(tick), false));
         }
+        if let Some(c) = self.replay.pop_front() {
+            let id = c.seq.to_string();
+            let text = Box::pin(portal.live_event_text(&self.viewer, Some(c))).await;
+            return Some((Event::default().id(id).data(&*text), false));
+        }
+        let mut id = None;
         // Written once per change and kind of viewer, shared by the streams.
         let text = tokio::select! {
             msg = self.live.recv() => match msg {
-                Ok(c) => Box::pin(portal.live_event_text(&self.viewer, Some(c))).await,
+                Ok(c) => {
+                    id = Some(c.seq.to_string());
+                    Box::pin(portal.live_event_text(&self.viewer, Some(c))).await
+                }
                 // Missed some: a pool-less change makes the page refetch everything.
                 Err(RecvError::Lagged(_)) => Box::pin(portal.live_event_text(&self.viewer, None)).await,
                 Err(RecvError::Closed) => return None,
@@ -118,6 +154,11 @@ impl Watch {
                 serde_json::to_string(&portal.live_tick()).unwrap_or_default().into()
             }
         };
-        Some((Event::default().data(&*text), false))
+        let event = Event::default();
+        let event = match id {
+            Some(id) => event.id(id),
+            None => event,
+        };
+        Some((event.data(&*text), false))
     }
 }
