@@ -110,6 +110,72 @@ test.describe.serial("admin: quotas", () => {
     await dave.dispose();
   });
 
+  // A save reloads the grid, and the rows were built again from the server's values: the
+  // other rows' unsaved edits were thrown away. A save refused because someone else had
+  // saved the quota meanwhile (409) left the row stuck, refused on every try.
+  test("saving one row keeps another row's edit, and a save over someone else's change says so and keeps the draft", async ({ page, baseURL, browserErrors }) => {
+    // The refused save is meant: Chromium logs the 409 it answers.
+    browserErrors.allow(/save_quota\d*\): Failed to load resource: the server responded with a status of 409/);
+    const carol = await apiAs(baseURL!, "carol");
+    const before = {
+      vision: await (await carol.get("/api/v1/quotas/vision/hgx-h200")).json(),
+      nlp: await (await carol.get("/api/v1/quotas/nlp/hgx-h200")).json(),
+    };
+    await signIn(page, "carol");
+    await page.goto("/admin/quotas");
+    await hydrated(page);
+    const a = "quota-vision-hgx-h200";
+    const b = "quota-nlp-hgx-h200";
+    const drafted = String(before.nlp.nominal_gpus - 4);
+    await page.getByTestId(`${b}-nominal`).fill(drafted);
+    await page.getByTestId(`${a}-borrow`).fill("4");
+    await page.getByTestId(`${a}-save`).click();
+    await expect(page.getByTestId(`${a}-save`)).toBeDisabled();
+    await expect(page.getByTestId(`${a}-borrow`)).toHaveValue("4");
+    expect((await (await carol.get("/api/v1/quotas/vision/hgx-h200")).json()).borrowing_limit_gpus).toBe(4);
+    // The grid was read again; the other row's edit is still there, still to be saved.
+    await expect(page.getByTestId(`${b}-nominal`)).toHaveValue(drafted);
+    await expect(page.getByTestId(`${b}-save`)).toBeEnabled();
+    await expect(page.getByTestId("quotas-paused")).toBeVisible();
+
+    // Someone else saves nlp's quota meanwhile.
+    const cur = await carol.get("/api/v1/quotas/nlp/hgx-h200");
+    const theirs = before.nlp.nominal_gpus - 2;
+    const put = await carol.put("/api/v1/quotas/nlp/hgx-h200", {
+      data: { nominal_gpus: theirs },
+      headers: { "If-Match": cur.headers()["etag"] },
+    });
+    expect(put.status()).toBe(200);
+    await page.getByTestId(`${b}-save`).click();
+    const conflict = page.getByTestId(`${b}-conflict`);
+    await expect(conflict).toContainText("Someone else saved this quota");
+    await expect(conflict).toContainText(`Stored now: ${theirs} GPUs nominal`);
+    await expect(page.getByTestId(`${b}-nominal`)).toHaveValue(drafted);
+    await page.screenshot({ path: `${SHOTS}/admin-quotas-conflict.png`, fullPage: true });
+    // Saving again puts the draft in place of theirs.
+    await page.getByTestId(`${b}-save`).click();
+    await expect(page.getByTestId(`${b}-save`)).toBeDisabled();
+    await expect(conflict).toHaveCount(0);
+    await expect(page.getByTestId("quotas-paused")).toHaveCount(0);
+    expect((await (await carol.get("/api/v1/quotas/nlp/hgx-h200")).json()).nominal_gpus).toBe(Number(drafted));
+
+    // Put both back for the other tests.
+    for (const [team, cell] of [["vision", before.vision], ["nlp", before.nlp]] as const) {
+      const now = await carol.get(`/api/v1/quotas/${team}/hgx-h200`);
+      const back = await carol.put(`/api/v1/quotas/${team}/hgx-h200`, {
+        data: {
+          nominal_gpus: cell.nominal_gpus,
+          borrowing_limit_gpus: cell.borrowing_limit_gpus,
+          lending_limit_gpus: cell.lending_limit_gpus,
+          queueing_strategy: null,
+        },
+        headers: { "If-Match": now.headers()["etag"] },
+      });
+      expect(back.status()).toBe(200);
+    }
+    await carol.dispose();
+  });
+
   test("the audit log lists the quota change, filters, and downloads the same rows as CSV", async ({ page, baseURL }) => {
     await signIn(page, "carol");
     await page.getByRole("link", { name: "Audit log" }).click();

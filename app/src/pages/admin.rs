@@ -5,6 +5,7 @@ use leptos::prelude::*;
 
 use crate::app::{Authed, Require};
 use crate::components::{loaded, ErrorBox, PageError};
+use crate::error::ErrorCode;
 use crate::format;
 use crate::functions::{admin_quotas, preview_quota, save_quota};
 use crate::live::use_live;
@@ -25,11 +26,13 @@ fn AdminQuotas() -> impl IntoView {
     // Saving bumps this: the grid reloads with the new figures and versions.
     let changed = live.throttled(std::time::Duration::from_secs(2), |_| true);
     let saved = RwSignal::new(0u32);
-    // The rows with unsaved edits. A reload builds the rows again from the server's values,
-    // so while any row is edited the live changes reload nothing (they once threw the
-    // admin's typing and preview away every couple of seconds); the last one is caught up
-    // once no row is edited. A save reloads at once.
-    let editing = RwSignal::new(std::collections::HashSet::<String>::new());
+    // The rows with unsaved edits, by team/pool, with what was typed in them. A reload
+    // builds the rows again from the server's values, and each row then takes its draft
+    // back from here: a save of one row (which reloads the grid at once) keeps what was
+    // typed in the others. While any row is edited the live changes reload nothing (they
+    // once threw the admin's typing and preview away every couple of seconds); the last one
+    // is caught up once no row is edited.
+    let editing = RwSignal::new(Drafts::new());
     let live_key = Memo::new(move |prev: Option<&u64>| {
         let c = changed.get();
         match prev {
@@ -78,7 +81,7 @@ fn PoolQuotas(
     pool: String,
     rows: Vec<QuotaCell>,
     saved: RwSignal<u32>,
-    editing: RwSignal<std::collections::HashSet<String>>,
+    editing: RwSignal<Drafts>,
 ) -> impl IntoView {
     let size = rows.first().map_or(0, |c| c.pool_gpus);
     let sum = rows.first().map_or(0, |c| c.pool_nominal_sum);
@@ -118,6 +121,21 @@ fn PoolQuotas(
     }
 }
 
+/// Unsaved rows of the grid by "team/pool" (see `AdminQuotas`).
+type Drafts = std::collections::HashMap<String, RowDraft>;
+
+/// What an admin typed in a row and has not saved.
+#[derive(Clone, Debug, PartialEq)]
+struct RowDraft {
+    nominal: String,
+    borrow: String,
+    lend: String,
+    strategy: String,
+    /// A save was refused because someone else had saved the quota since the grid was read
+    /// (409); the row, read again, tells what is stored now and keeps the draft.
+    conflict: bool,
+}
+
 /// A whole number of GPUs from a field, or what is wrong with it. Empty is `None` only where
 /// `empty_ok` (no borrowing limit).
 fn gpus_field(raw: &str, empty_ok: bool, max: u32) -> Result<Option<u32>, String> {
@@ -138,23 +156,27 @@ fn gpus_field(raw: &str, empty_ok: bool, max: u32) -> Result<Option<u32>, String
 }
 
 #[component]
-fn QuotaRow(
-    cell: QuotaCell,
-    saved: RwSignal<u32>,
-    editing: RwSignal<std::collections::HashSet<String>>,
-) -> impl IntoView {
-    let nominal = RwSignal::new(cell.nominal_gpus.to_string());
+fn QuotaRow(cell: QuotaCell, saved: RwSignal<u32>, editing: RwSignal<Drafts>) -> impl IntoView {
+    let key = format!("{}/{}", cell.team, cell.pool);
+    let kept = editing.with_untracked(|d| d.get(&key).cloned());
+    let limit = |l: Option<u32>| l.map(|b| b.to_string()).unwrap_or_default();
+    let nominal = RwSignal::new(
+        kept.as_ref()
+            .map_or_else(|| cell.nominal_gpus.to_string(), |d| d.nominal.clone()),
+    );
     let borrow = RwSignal::new(
-        cell.borrowing_limit_gpus
-            .map(|b| b.to_string())
-            .unwrap_or_default(),
+        kept.as_ref()
+            .map_or_else(|| limit(cell.borrowing_limit_gpus), |d| d.borrow.clone()),
     );
     let lend = RwSignal::new(
-        cell.lending_limit_gpus
-            .map(|b| b.to_string())
-            .unwrap_or_default(),
+        kept.as_ref()
+            .map_or_else(|| limit(cell.lending_limit_gpus), |d| d.lend.clone()),
     );
-    let strategy = RwSignal::new(cell.queueing_strategy.clone());
+    let strategy = RwSignal::new(
+        kept.as_ref()
+            .map_or_else(|| cell.queueing_strategy.clone(), |d| d.strategy.clone()),
+    );
+    let conflict = RwSignal::new(kept.as_ref().is_some_and(|d| d.conflict));
     let max = cell.pool_gpus;
     let nominal_ok = move || gpus_field(&nominal.get(), false, max);
     let borrow_ok = move || gpus_field(&borrow.get(), true, max);
@@ -177,29 +199,28 @@ fn QuotaRow(
         _ => false,
     };
     let valid = move || nominal_ok().is_ok() && borrow_ok().is_ok() && lend_ok().is_ok();
-    // Edited (a value that is not the saved one, or one that is not valid yet): the grid
-    // keeps this row as it is (see `AdminQuotas`).
-    let key = format!("{}/{}", cell.team, cell.pool);
+    // Edited (a value that is not the saved one, or one that is not valid yet): the draft
+    // is kept in the grid's drafts, which the row reads back when the grid is read again
+    // (see `AdminQuotas`); a row back at the stored values has none.
     let edited = move || changed() || !valid();
-    Effect::new({
-        let key = key.clone();
-        move |_| {
-            let dirty = edited();
-            if editing.with_untracked(|e| e.contains(&key)) != dirty {
-                editing.update(|e| {
-                    if dirty {
-                        e.insert(key.clone());
-                    } else {
-                        e.remove(&key);
-                    }
-                });
-            }
-        }
-    });
-    on_cleanup(move || {
-        editing.try_update(|e| {
-            e.remove(&key);
+    Effect::new(move |_| {
+        let draft = edited().then(|| RowDraft {
+            nominal: nominal.get(),
+            borrow: borrow.get(),
+            lend: lend.get(),
+            strategy: strategy.get(),
+            conflict: conflict.get(),
         });
+        if editing.with_untracked(|d| d.get(&key) != draft.as_ref()) {
+            editing.update(|d| match draft {
+                Some(draft) => {
+                    d.insert(key.clone(), draft);
+                }
+                None => {
+                    d.remove(&key);
+                }
+            });
+        }
     });
     let draft = move || QuotaDraft {
         nominal_gpus: nominal_ok().ok().flatten().unwrap_or(0),
@@ -218,12 +239,32 @@ fn QuotaRow(
         let d = draft();
         async move { save_quota(team.get_value(), pool.get_value(), d, version).await }
     });
-    Effect::new(move |_| {
-        if let Some(Ok(_)) = save.value().get() {
+    Effect::new(move |_| match save.value().get() {
+        Some(Ok(_)) => saved.update(|n| *n += 1),
+        // Someone saved this quota after the grid was read: read it again (the row then
+        // shows what is stored now and its new version) and keep the draft, to be saved over
+        // theirs or put back.
+        Some(Err(e)) if e.code == ErrorCode::Conflict => {
+            conflict.set(true);
             saved.update(|n| *n += 1);
         }
+        _ => {}
     });
+    let stored = format!(
+        "{} GPUs nominal, borrowing limit {}, lending limit {}, {}",
+        cell.nominal_gpus,
+        cell.borrowing_limit_gpus
+            .map_or_else(|| "none".to_string(), |b| format!("{b} GPUs")),
+        cell.lending_limit_gpus
+            .map_or_else(|| "none (lends all)".to_string(), |b| format!("{b} GPUs")),
+        if cell.queueing_strategy == "StrictFIFO" {
+            "strict FIFO"
+        } else {
+            "best effort FIFO"
+        },
+    );
     let testid = format!("quota-{}-{}", cell.team, cell.pool);
+    let conflict_id = format!("{testid}-conflict");
     view! {
         <tr data-testid=testid.clone()>
             <th scope="row">{cell.team.clone()}</th>
@@ -301,9 +342,21 @@ fn QuotaRow(
                 </button>
             </td>
         </tr>
+        {move || (conflict.get() && edited()).then(|| {
+            let stored = stored.clone();
+            view! {
+                <tr><td colspan="10">
+                    <p class="warning" data-testid=conflict_id.clone()>
+                        {format!("Someone else saved this quota while you edited it. Stored now: {stored}. Your values are still in the fields: Save puts them in place of these, or change them back.")}
+                    </p>
+                </td></tr>
+            }
+        })}
         {move || {
             let result = save.value().get();
             match result {
+                // Told by the line above, once the grid is read again.
+                Some(Err(e)) if e.code == ErrorCode::Conflict => None,
                 Some(Err(e)) => Some(view! { <tr><td colspan="10"><ErrorBox err=e/></td></tr> }.into_any()),
                 _ => preview.value().get().map(|p| match p {
                     Ok(p) => view! { <tr><td colspan="10"><PreviewTable p=p team=team.get_value()/></td></tr> }.into_any(),
