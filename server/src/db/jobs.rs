@@ -453,7 +453,7 @@ impl Db {
     /// Stores a new job and its first event in one transaction. `Conflict` when the
     /// idempotency key was used before.
     pub async fn insert_job(&self, j: &NewJob<'_>, reason: &str) -> Result<()> {
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_events().await?;
         sqlx::query(
             "INSERT INTO job (job_id, name, template_id, template_version, team_id, user_id, pool_id, gpus, priority, state, params, max_runtime_s, idempotency_key, request_body, created_at, cloned_from) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13, $14, $15)",
@@ -748,7 +748,7 @@ impl Db {
 
     /// Applies a state change if the job is in one of `from`; returns whether it applied.
     pub async fn transition(&self, t: &Transition<'_>) -> Result<bool> {
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_events().await?;
         let sets_admitted = t.to == JobState::Admitted;
         let sets_finished = matches!(
             t.to,
@@ -801,7 +801,7 @@ impl Db {
         seen: DateTime<Utc>,
         reason: &str,
     ) -> Result<bool> {
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_events().await?;
         let changed = sqlx::query(
             "UPDATE job SET admitted_at = $1, node_names = $2 \
              WHERE job_id = $3 AND state IN ('admitted', 'running')",

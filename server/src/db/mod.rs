@@ -105,9 +105,10 @@ pub struct Snapshot {
     tx: sqlx::Transaction<'static, sqlx::Any>,
 }
 
-/// The Postgres advisory lock that write transactions take (see [`Db::begin_write`]);
-/// an advisory lock belongs to one database, so databases on one server do not share it.
-const WRITE_LOCK: i64 = 0x6761_6e74_7279; // "gantry"
+/// The Postgres advisory lock that transactions adding job events take (see
+/// [`Db::begin_events`]); an advisory lock belongs to one database, so databases on one
+/// server do not share it.
+const EVENTS_LOCK: i64 = 0x6761_6e74_7279; // "gantry"
 
 impl Db {
     /// Connects and brings the schema up to date.
@@ -183,27 +184,36 @@ impl Db {
     /// (`BEGIN IMMEDIATE`) and so waits its turn: a deferred one that reads first cannot
     /// upgrade once another connection has written, and fails with "database is locked"
     /// (SQLITE_BUSY) instead of waiting (<https://sqlite.org/lang_transaction.html>).
-    ///
-    /// Write transactions run one at a time on both databases: SQLite's `BEGIN IMMEDIATE`
-    /// takes the write lock, and on Postgres the transaction first takes an advisory lock
-    /// held until it ends. Job events get their UUIDv7 ids inside such a transaction, so
-    /// their ids sort in the order they were committed, and a reader that goes on from the
-    /// last id it saw (the notifier's cursor) never passes over an event committed late.
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
         if self.postgres {
-            let mut tx = self.pool.begin().await.map_err(map_err)?;
-            sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                .bind(WRITE_LOCK)
-                .execute(&mut *tx)
-                .await
-                .map_err(map_err)?;
-            Ok(tx)
+            self.pool.begin().await.map_err(map_err)
         } else {
             self.pool
                 .begin_with("BEGIN IMMEDIATE")
                 .await
                 .map_err(map_err)
         }
+    }
+
+    /// A write transaction that adds job events. They run one at a time on both databases:
+    /// on SQLite every write transaction does (`BEGIN IMMEDIATE`), and on Postgres this one
+    /// first takes an advisory lock held until it ends, before any row it locks (so two of
+    /// them never wait on each other). A job event gets its UUIDv7 id inside it, so ids sort
+    /// in the order they were committed, and a reader that goes on from the last id it saw
+    /// (the notifier's cursor) never passes over an event committed late. Only these take
+    /// the lock: a quota change held open across a call to the cluster does not hold up
+    /// launches. (Ids come from this process's clock: one process per database, as
+    /// `deploy/` runs it.)
+    async fn begin_events(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+        let mut tx = self.begin_write().await?;
+        if self.postgres {
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(EVENTS_LOCK)
+                .execute(&mut *tx)
+                .await
+                .map_err(map_err)?;
+        }
+        Ok(tx)
     }
 
     /// A consistent view for a report made of several reads.

@@ -974,14 +974,14 @@ async fn events_are_read_past_a_cursor_in_commit_order(t: &TestDb) {
     let mut cursor = db.notifier_cursor().await.unwrap();
     let mut seen = Vec::new();
 
-    let mut first = db.begin_write().await.unwrap();
+    let mut first = db.begin_events().await.unwrap();
     super::jobs::insert_event(&mut first, "j", now, "started", "first")
         .await
         .unwrap();
     let second = {
         let db = db.clone();
         tokio::spawn(async move {
-            let mut tx = db.begin_write().await.unwrap();
+            let mut tx = db.begin_events().await.unwrap();
             super::jobs::insert_event(&mut tx, "j", now, "succeeded", "second")
                 .await
                 .unwrap();
