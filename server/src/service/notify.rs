@@ -546,17 +546,17 @@ fn literal_ip(url: &url::Url) -> Option<std::net::IpAddr> {
 #[derive(Debug)]
 pub struct InternalOnly {
     name: String,
-    addresses: Vec<std::net::IpAddr>,
 }
 
+/// Without the addresses: the delivery log is the webhook owner's to read, and listing what
+/// an internal name resolves to would map the internal network for them (the server's log
+/// has the addresses).
 impl std::fmt::Display for InternalOnly {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let list: Vec<String> = self.addresses.iter().map(|a| a.to_string()).collect();
         write!(
             f,
-            "{} resolves only to private, loopback or link-local addresses ({}), which webhooks may not reach; an admin may allow their network in server.webhook_networks",
+            "{} resolves only to private, loopback or link-local addresses, which webhooks may not reach; an admin may allow their network in server.webhook_networks",
             self.name,
-            list.join(", ")
         )
     }
 }
@@ -581,9 +581,11 @@ impl reqwest::dns::Resolve for WebhookResolver {
                 .into_iter()
                 .partition(|a| notify::webhook_may_reach(a.ip(), &allowed));
             if reachable.is_empty() && !refused.is_empty() {
-                let addresses = refused.iter().map(|a| a.ip()).collect();
-                return Err(Box::new(InternalOnly { name, addresses })
-                    as Box<dyn std::error::Error + Send + Sync>);
+                let addresses: Vec<std::net::IpAddr> = refused.iter().map(|a| a.ip()).collect();
+                tracing::warn!(host = %name, ?addresses, "webhook delivery refused: the host resolves only to internal addresses");
+                return Err(
+                    Box::new(InternalOnly { name }) as Box<dyn std::error::Error + Send + Sync>
+                );
             }
             Ok(Box::new(reachable.into_iter()) as reqwest::dns::Addrs)
         })
@@ -595,6 +597,9 @@ impl reqwest::dns::Resolve for WebhookResolver {
 pub fn webhook_client(allowed: Arc<[ipnet::IpNet]>) -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
+        // Through a proxy (reqwest reads HTTP_PROXY and the like by default) the proxy would
+        // resolve and connect, and no address would be checked.
+        .no_proxy()
         .dns_resolver(Arc::new(WebhookResolver { allowed }))
         .build()
         .unwrap_or_default()
