@@ -127,28 +127,36 @@ test.describe.serial("admin: quotas", () => {
     const a = "quota-vision-hgx-h200";
     const b = "quota-nlp-hgx-h200";
     const drafted = String(before.nlp.nominal_gpus - 4);
+    // Someone else saves nlp's quota while carol edits it.
+    const theirSave = async (nominal: number) => {
+      const cur = await carol.get("/api/v1/quotas/nlp/hgx-h200");
+      const put = await carol.put("/api/v1/quotas/nlp/hgx-h200", {
+        data: { nominal_gpus: nominal },
+        headers: { "If-Match": cur.headers()["etag"] },
+      });
+      expect(put.status()).toBe(200);
+    };
     await page.getByTestId(`${b}-nominal`).fill(drafted);
+    await theirSave(before.nlp.nominal_gpus - 1);
     await page.getByTestId(`${a}-borrow`).fill("4");
     await page.getByTestId(`${a}-save`).click();
     await expect(page.getByTestId(`${a}-save`)).toBeDisabled();
     await expect(page.getByTestId(`${a}-borrow`)).toHaveValue("4");
     expect((await (await carol.get("/api/v1/quotas/vision/hgx-h200")).json()).borrowing_limit_gpus).toBe(4);
-    // The grid was read again; the other row's edit is still there, still to be saved.
+    // The grid was read again; the other row's edit is still there, still to be saved, and
+    // the row says the quota was saved by someone else since the edit began.
     await expect(page.getByTestId(`${b}-nominal`)).toHaveValue(drafted);
     await expect(page.getByTestId(`${b}-save`)).toBeEnabled();
     await expect(page.getByTestId("quotas-paused")).toBeVisible();
-
-    // Someone else saves nlp's quota meanwhile.
-    const cur = await carol.get("/api/v1/quotas/nlp/hgx-h200");
-    const theirs = before.nlp.nominal_gpus - 2;
-    const put = await carol.put("/api/v1/quotas/nlp/hgx-h200", {
-      data: { nominal_gpus: theirs },
-      headers: { "If-Match": cur.headers()["etag"] },
-    });
-    expect(put.status()).toBe(200);
-    await page.getByTestId(`${b}-save`).click();
     const conflict = page.getByTestId(`${b}-conflict`);
     await expect(conflict).toContainText("Someone else saved this quota");
+    await expect(conflict).toContainText(`Stored now: ${before.nlp.nominal_gpus - 1} GPUs nominal`);
+
+    // Once more, now after the grid was read: the save is refused (409), and the row, read
+    // again, says what is stored now and keeps the draft.
+    const theirs = before.nlp.nominal_gpus - 2;
+    await theirSave(theirs);
+    await page.getByTestId(`${b}-save`).click();
     await expect(conflict).toContainText(`Stored now: ${theirs} GPUs nominal`);
     await expect(page.getByTestId(`${b}-nominal`)).toHaveValue(drafted);
     await page.screenshot({ path: `${SHOTS}/admin-quotas-conflict.png`, fullPage: true });

@@ -131,9 +131,10 @@ struct RowDraft {
     borrow: String,
     lend: String,
     strategy: String,
-    /// A save was refused because someone else had saved the quota since the grid was read
-    /// (409); the row, read again, tells what is stored now and keeps the draft.
-    conflict: bool,
+    /// The version of the quota the draft was begun on. Read again at another version,
+    /// someone else saved the quota meanwhile: the row says so (and what is stored now)
+    /// before a Save puts the draft in place of theirs.
+    version: i64,
 }
 
 /// A whole number of GPUs from a field, or what is wrong with it. Empty is `None` only where
@@ -176,7 +177,10 @@ fn QuotaRow(cell: QuotaCell, saved: RwSignal<u32>, editing: RwSignal<Drafts>) ->
         kept.as_ref()
             .map_or_else(|| cell.queueing_strategy.clone(), |d| d.strategy.clone()),
     );
-    let conflict = RwSignal::new(kept.as_ref().is_some_and(|d| d.conflict));
+    // The version the draft was begun on; a row read at a newer one was saved by someone
+    // else meanwhile (found on reading the grid again, or by a save refused with a 409).
+    let base = kept.as_ref().map_or(cell.version, |d| d.version);
+    let conflict = base != cell.version;
     let max = cell.pool_gpus;
     let nominal_ok = move || gpus_field(&nominal.get(), false, max);
     let borrow_ok = move || gpus_field(&borrow.get(), true, max);
@@ -209,7 +213,7 @@ fn QuotaRow(cell: QuotaCell, saved: RwSignal<u32>, editing: RwSignal<Drafts>) ->
             borrow: borrow.get(),
             lend: lend.get(),
             strategy: strategy.get(),
-            conflict: conflict.get(),
+            version: base,
         });
         if editing.with_untracked(|d| d.get(&key) != draft.as_ref()) {
             editing.update(|d| match draft {
@@ -244,10 +248,7 @@ fn QuotaRow(cell: QuotaCell, saved: RwSignal<u32>, editing: RwSignal<Drafts>) ->
         // Someone saved this quota after the grid was read: read it again (the row then
         // shows what is stored now and its new version) and keep the draft, to be saved over
         // theirs or put back.
-        Some(Err(e)) if e.code == ErrorCode::Conflict => {
-            conflict.set(true);
-            saved.update(|n| *n += 1);
-        }
+        Some(Err(e)) if e.code == ErrorCode::Conflict => saved.update(|n| *n += 1),
         _ => {}
     });
     let stored = format!(
@@ -342,7 +343,7 @@ fn QuotaRow(cell: QuotaCell, saved: RwSignal<u32>, editing: RwSignal<Drafts>) ->
                 </button>
             </td>
         </tr>
-        {move || (conflict.get() && edited()).then(|| {
+        {move || (conflict && edited()).then(|| {
             let stored = stored.clone();
             view! {
                 <tr><td colspan="10">
