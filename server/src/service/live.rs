@@ -313,3 +313,57 @@ impl Portal {
             tokio::time::timeout(StdDuration::from_secs(2), rx.wait_for(|v| *v >= target)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(job: &str) -> LiveChange {
+        LiveChange {
+            job_id: job.into(),
+            user: String::new(),
+            notify: false,
+            team: "nlp".into(),
+            pool: "hgx-h100".into(),
+            state: JobState::Queued,
+            at: Utc::now(),
+            row: RowCell::default(),
+            seq: 0,
+        }
+    }
+
+    /// A stream from a count the server still keeps every change after is sent them all, in
+    /// order; from one a change older (REPLAY + 1 back), none, and it starts from the count
+    /// now; so from a count above the one now (another process's).
+    #[test]
+    fn a_stream_is_sent_again_what_the_server_keeps_and_only_that() {
+        let live = LiveTx::new(16);
+        for i in 0..REPLAY + 40 {
+            live.send(change(&format!("j{i}")));
+        }
+        let last = live.seq();
+        let oldest_kept = last - REPLAY as u64 + 1;
+
+        let s = live.subscribe_since(Some(oldest_kept - 1));
+        assert_eq!(s.from, oldest_kept - 1);
+        let seqs: Vec<u64> = s.replay.iter().map(|c| c.seq).collect();
+        assert_eq!(seqs, (oldest_kept..=last).collect::<Vec<_>>());
+        assert_eq!(s.replay.last().unwrap().job_id, format!("j{}", REPLAY + 39));
+
+        let s = live.subscribe_since(Some(last - 3));
+        assert_eq!((s.from, s.replay.len()), (last - 3, 3));
+        let s = live.subscribe_since(Some(last));
+        assert_eq!((s.from, s.replay.len()), (last, 0));
+
+        for since in [Some(oldest_kept - 2), Some(last + 1), Some(0), None] {
+            let s = live.subscribe_since(since);
+            assert_eq!((s.from, s.replay.len()), (last, 0), "{since:?}");
+        }
+        // What is sent after subscribing comes on the receiver, once.
+        let mut s = live.subscribe_since(Some(last - 1));
+        live.send(change("after"));
+        assert_eq!(s.rx.try_recv().unwrap().seq, last + 1);
+        assert!(s.rx.try_recv().is_err());
+        assert_eq!(s.replay.len(), 1);
+    }
+}
