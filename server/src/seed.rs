@@ -350,7 +350,7 @@ pub async fn seed_catalog(db: &Db, now: DateTime<Utc>) -> Result<bool> {
         .await?;
     }
     for t in templates() {
-        db.insert_template(&t, now).await?;
+        db.insert_template(&t, now, None).await?;
     }
     Ok(true)
 }

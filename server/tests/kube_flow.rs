@@ -793,7 +793,9 @@ async fn replay(case: &kueue_cases::Case, m: &Mapped) {
     t.name = "kueue-case".into();
     t.version = 1;
     t.allowed_gpus = (1..=POOL_NODES).map(|u| u * GPUS).collect();
-    db.insert_template(&t, chrono::Utc::now()).await.unwrap();
+    db.insert_template(&t, chrono::Utc::now(), None)
+        .await
+        .unwrap();
 
     // The case's ClusterQueues as the teams' quotas in the pool (a team without one: none).
     let carol = sign_in(&g.base, "carol").await;

@@ -748,6 +748,16 @@ impl Db {
 
     /// Applies a state change if the job is in one of `from`; returns whether it applied.
     pub async fn transition(&self, t: &Transition<'_>) -> Result<bool> {
+        self.transition_audited(t, None).await
+    }
+
+    /// [`Db::transition`], with an audit entry written in the same transaction when it
+    /// applies (an admin's action on another team's job): both are stored, or neither.
+    pub async fn transition_audited(
+        &self,
+        t: &Transition<'_>,
+        audit: Option<&crate::domain::audit::AuditEntry>,
+    ) -> Result<bool> {
         let mut tx = self.begin_events().await?;
         let sets_admitted = t.to == JobState::Admitted;
         let sets_finished = matches!(
@@ -785,6 +795,9 @@ impl Db {
                 t.reason,
             )
             .await?;
+            if let Some(a) = audit {
+                super::audit::insert_audit(&mut tx, a).await?;
+            }
         }
         self.commit(tx).await?;
         Ok(changed)

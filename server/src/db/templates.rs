@@ -26,8 +26,14 @@ pub(super) fn template_from_row(r: &AnyRow) -> Result<TemplateVersion> {
 }
 
 impl Db {
-    /// Stores a template and its first version (or a new version of an existing one).
-    pub async fn insert_template(&self, t: &TemplateVersion, at: DateTime<Utc>) -> Result<()> {
+    /// Stores a template and its first version (or a new version of an existing one), with
+    /// its audit entry in the same transaction: both are stored, or neither.
+    pub async fn insert_template(
+        &self,
+        t: &TemplateVersion,
+        at: DateTime<Utc>,
+        audit: Option<&crate::domain::audit::AuditEntry>,
+    ) -> Result<()> {
         let mut tx = self.begin_write().await?;
         sqlx::query("INSERT INTO template (template_id, display_name, family, model_size, method, description, default_pool, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
                      ON CONFLICT (template_id) DO UPDATE SET display_name = excluded.display_name, family = excluded.family, \
@@ -57,6 +63,9 @@ impl Db {
             .execute(&mut *tx)
             .await
             .map_err(map_err)?;
+        if let Some(a) = audit {
+            super::audit::insert_audit(&mut tx, a).await?;
+        }
         self.commit(tx).await?;
         Ok(())
     }
@@ -80,17 +89,28 @@ impl Db {
         .transpose()
     }
 
-    /// Hides a template from Launch; jobs keep showing the version they ran.
-    pub async fn deprecate_template(&self, id: &str) -> Result<bool> {
-        Ok(sqlx::query(
+    /// Hides a template from Launch; jobs keep showing the version they ran. The audit
+    /// entry is written in the same transaction when it applies.
+    pub async fn deprecate_template(
+        &self,
+        id: &str,
+        audit: Option<&crate::domain::audit::AuditEntry>,
+    ) -> Result<bool> {
+        let mut tx = self.begin_write().await?;
+        let changed = sqlx::query(
             "UPDATE template SET deprecated = 1 WHERE template_id = $1 AND deprecated = 0",
         )
         .bind(id)
-        .execute(&*self.write())
+        .execute(&mut *tx)
         .await
         .map_err(map_err)?
         .rows_affected()
-            > 0)
+            > 0;
+        if let (true, Some(a)) = (changed, audit) {
+            super::audit::insert_audit(&mut tx, a).await?;
+        }
+        self.commit(tx).await?;
+        Ok(changed)
     }
 
     /// One exact template version (deprecated or not): what a job ran.

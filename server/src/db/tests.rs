@@ -693,8 +693,8 @@ async fn the_job_detail_is_what_the_separate_reads_find(t: &TestDb) {
     .unwrap();
     let mut next = newer.clone();
     next.version += 1;
-    db.insert_template(&next, start).await.unwrap();
-    assert!(db.deprecate_template(&gone.name).await.unwrap());
+    db.insert_template(&next, start, None).await.unwrap();
+    assert!(db.deprecate_template(&gone.name, None).await.unwrap());
 
     let ids: Vec<String> = sqlx::query_scalar("SELECT job_id FROM job ORDER BY job_id")
         .fetch_all(&db.pool)
@@ -1078,5 +1078,124 @@ async fn the_audit_target_filter_is_the_same_prefix_on_both_on_sqlite() {
 async fn the_audit_target_filter_is_the_same_prefix_on_both_on_postgres() {
     let db = TestDb::postgres().await;
     the_audit_target_filter_is_the_same_prefix_on_both(&db).await;
+    db.drop_database().await;
+}
+
+/// An admin's change and its audit entry are one transaction: when the entry cannot be
+/// written (here: an entry with an id already in the log), the change is not stored either
+/// (a template created, a version added, a template deprecated, another team's job
+/// cancelled); when it can, both are.
+async fn an_admin_change_is_stored_with_its_audit_entry_or_not_at_all(t: &TestDb) {
+    use crate::domain::audit::AuditEntry;
+    let db = Db::connect(&t.url, 2).await.expect("connect");
+    let now = Utc::now();
+    crate::seed::seed_catalog(&db, now).await.unwrap();
+    let taken = AuditEntry::new("carol", "test.first", "x", now);
+    db.append_audit(&taken).await.unwrap();
+    let clash = |action: &str| {
+        let mut e = AuditEntry::new("carol", action, "x", now);
+        e.id = taken.id.clone();
+        e
+    };
+    let entries = |db: Db| async move {
+        db.count_audit(&crate::domain::audit::AuditFilter::default())
+            .await
+            .unwrap()
+    };
+
+    let mut tv = db
+        .template_version("llama-3.1-8b-fsdp", 1)
+        .await
+        .unwrap()
+        .unwrap();
+    tv.name = "audited-template".into();
+    assert!(db
+        .insert_template(&tv, now, Some(&clash("template.create")))
+        .await
+        .is_err());
+    assert_eq!(
+        db.template_state("audited-template").await.unwrap(),
+        None,
+        "not stored"
+    );
+    let made = AuditEntry::new("carol", "template.create", "audited-template", now);
+    db.insert_template(&tv, now, Some(&made)).await.unwrap();
+    assert_eq!(
+        db.template_state("audited-template").await.unwrap(),
+        Some((1, false))
+    );
+    assert_eq!(entries(db.clone()).await, 2);
+
+    tv.version = 2;
+    assert!(db
+        .insert_template(&tv, now, Some(&clash("template.version")))
+        .await
+        .is_err());
+    assert_eq!(
+        db.template_state("audited-template").await.unwrap(),
+        Some((1, false))
+    );
+
+    assert!(db
+        .deprecate_template("audited-template", Some(&clash("template.deprecate")))
+        .await
+        .is_err());
+    assert_eq!(
+        db.template_state("audited-template").await.unwrap(),
+        Some((1, false))
+    );
+    let gone = AuditEntry::new("carol", "template.deprecate", "audited-template", now);
+    assert!(db
+        .deprecate_template("audited-template", Some(&gone))
+        .await
+        .unwrap());
+    assert_eq!(
+        db.template_state("audited-template").await.unwrap(),
+        Some((1, true))
+    );
+
+    let params = serde_json::Map::new();
+    db.insert_job(
+        &new_job("j1", "j1", "vision", "dave", &params, now),
+        "launched",
+    )
+    .await
+    .unwrap();
+    let cancel = Transition {
+        job_id: "j1",
+        from: &[JobState::Queued],
+        to: JobState::Cancelled,
+        at: now,
+        reason: "Cancelled by carol",
+        node_names: None,
+        kind: None,
+    };
+    assert!(db
+        .transition_audited(&cancel, Some(&clash("job.cancel")))
+        .await
+        .is_err());
+    assert_eq!(
+        db.get_job("j1").await.unwrap().state,
+        JobState::Queued,
+        "not cancelled"
+    );
+    let cancelled = AuditEntry::new("carol", "job.cancel", "j1", now);
+    assert!(db
+        .transition_audited(&cancel, Some(&cancelled))
+        .await
+        .unwrap());
+    assert_eq!(db.get_job("j1").await.unwrap().state, JobState::Cancelled);
+    assert_eq!(entries(db.clone()).await, 4);
+}
+
+#[tokio::test]
+async fn an_admin_change_is_stored_with_its_audit_entry_or_not_at_all_on_sqlite() {
+    an_admin_change_is_stored_with_its_audit_entry_or_not_at_all(&TestDb::sqlite()).await;
+}
+
+#[tokio::test]
+async fn an_admin_change_is_stored_with_its_audit_entry_or_not_at_all_on_postgres() {
+    let db = TestDb::postgres().await;
+    an_admin_change_is_stored_with_its_audit_entry_or_not_at_all(&db).await;
     db.drop_database().await;
 }

@@ -3,21 +3,20 @@
 use super::*;
 
 impl Portal {
-    pub(super) async fn audit_change(
-        &self,
+    pub(super) fn template_audit(
         viewer: &Viewer,
         action: &str,
         target: &str,
         before: Option<&TemplateVersion>,
         after: Option<&TemplateVersion>,
         address: Option<String>,
-    ) -> Result<(), Error> {
+    ) -> crate::db::AuditEntry {
         let mut entry = crate::db::AuditEntry::new(&viewer.user, action, target, Utc::now());
         let shape = |t: &TemplateVersion| serde_json::to_value(t).unwrap_or_default();
         entry.before = before.map(shape);
         entry.after = after.map(shape);
         entry.address = address;
-        self.audit(entry).await
+        entry
     }
 
     /// Appends to the audit log (sign-ins of admins, admin actions).

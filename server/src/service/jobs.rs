@@ -350,30 +350,33 @@ impl Portal {
         let at = self.cluster.now();
         let reason = format!("Cancelled by {}", viewer.user);
         let by_admin = viewer.is_admin && row.user != viewer.user && !viewer.is_lead_of(&row.team);
+        // An admin acting on another team's job is an admin action: audited, in the same
+        // transaction as the cancel.
+        let entry = by_admin.then(|| {
+            let mut entry = crate::db::AuditEntry::new(&viewer.user, "job.cancel", id, Utc::now());
+            entry.before = Some(
+                serde_json::json!({"state": row.state.as_str(), "team": row.team, "user": row.user}),
+            );
+            entry.after = Some(serde_json::json!({"state": "cancelled"}));
+            entry.address = crate::context::current_client_addr();
+            entry
+        });
         let applied = self
             .db
-            .transition(&Transition {
-                job_id: id,
-                from: &[JobState::Queued, JobState::Admitted, JobState::Running],
-                to: JobState::Cancelled,
-                at,
-                reason: &reason,
-                node_names: None,
-                kind: None,
-            })
+            .transition_audited(
+                &Transition {
+                    job_id: id,
+                    from: &[JobState::Queued, JobState::Admitted, JobState::Running],
+                    to: JobState::Cancelled,
+                    at,
+                    reason: &reason,
+                    node_names: None,
+                    kind: None,
+                },
+                entry.as_ref(),
+            )
             .await?;
         if applied {
-            if by_admin {
-                // An admin acting on another team's job is an admin action: audited.
-                let mut entry =
-                    crate::db::AuditEntry::new(&viewer.user, "job.cancel", id, Utc::now());
-                entry.before = Some(
-                    serde_json::json!({"state": row.state.as_str(), "team": row.team, "user": row.user}),
-                );
-                entry.after = Some(serde_json::json!({"state": "cancelled"}));
-                entry.address = crate::context::current_client_addr();
-                self.audit(entry).await?;
-            }
             self.publish(LiveChange {
                 job_id: id.to_string(),
                 user: row.user.clone(),

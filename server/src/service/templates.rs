@@ -40,8 +40,10 @@ impl Portal {
                 t.name, t.name
             )));
         }
-        self.db.insert_template(&t, Utc::now()).await?;
-        self.audit_change(viewer, "template.create", &t.name, None, Some(&t), address)
+        let entry =
+            Self::template_audit(viewer, "template.create", &t.name, None, Some(&t), address);
+        self.db
+            .insert_template(&t, Utc::now(), Some(&entry))
             .await?;
         Ok(t)
     }
@@ -70,16 +72,17 @@ impl Portal {
         }
         let before = self.db.template_version(name, newest).await?;
         t.version = newest + 1;
-        self.db.insert_template(&t, Utc::now()).await?;
-        self.audit_change(
+        let entry = Self::template_audit(
             viewer,
             "template.version",
             name,
             before.as_ref(),
             Some(&t),
             address,
-        )
-        .await?;
+        );
+        self.db
+            .insert_template(&t, Utc::now(), Some(&entry))
+            .await?;
         Ok(t)
     }
 
@@ -97,11 +100,6 @@ impl Portal {
         let Some((newest, _)) = self.db.template_state(name).await? else {
             return Err(Error::not_found(format!("there is no template '{name}'")));
         };
-        if !self.db.deprecate_template(name).await? {
-            return Err(Error::conflict(format!(
-                "template '{name}' is already deprecated"
-            )));
-        }
         let before = self.db.template_version(name, newest).await?;
         let mut entry =
             crate::db::AuditEntry::new(&viewer.user, "template.deprecate", name, Utc::now());
@@ -109,7 +107,12 @@ impl Portal {
             before.map(|t| serde_json::json!({"version": t.version, "deprecated": false}));
         entry.after = Some(serde_json::json!({"deprecated": true}));
         entry.address = address;
-        self.audit(entry).await
+        if !self.db.deprecate_template(name, Some(&entry)).await? {
+            return Err(Error::conflict(format!(
+                "template '{name}' is already deprecated"
+            )));
+        }
+        Ok(())
     }
 
     pub(super) async fn parse_template(
