@@ -11,10 +11,12 @@
 //! measures; each page is also measured with that cache off ("rendered"), the cost of every
 //! load after a change, and the share of loads the cache answered is printed.
 //!
-//! Under the four pages two references are measured the same way: `/login` signed in (the
+//! Under the four pages three references are measured the same way: `/login` signed in (the
 //! smallest page: the shell and the nav bar, two statements), which is about where any page
-//! on this stack can get, and the Jobs page's data as JSON without the page
-//! (`/api/v1/jobs?limit=50`).
+//! on this stack can get, the Jobs page's data as JSON without the page
+//! (`/api/v1/jobs?limit=50`), and the floor of the stack itself: a Leptos page with no data,
+//! no session and no middleware (a heading and the hydration scripts), rendered by
+//! `leptos_axum` on a bare axum server in the same run.
 //!
 //! `GANTRY_BENCH_SECONDS` (default 5) and `GANTRY_BENCH_CONNECTIONS` (default 32) set the
 //! load; `GANTRY_BENCH_PAGES` (say `jobs,pools`: words of the page names) measures only those,
@@ -118,7 +120,7 @@ async fn run() -> anyhow::Result<()> {
     let mut options = leptos_options();
     options.hash_files = true;
     options.hash_file = hash_file.to_string_lossy().as_ref().into();
-    let running = start(config, options).await?;
+    let running = start(config, options.clone()).await?;
     let base = format!("http://{}", running.addr);
     // The demo's seeded jobs are admitted and started in the first seconds, a burst of writes
     // that is not what a page costs later.
@@ -183,6 +185,41 @@ async fn run() -> anyhow::Result<()> {
         anyhow::ensure!(r.status() == 200, "{path}: {}", r.status());
         bodies.push(r.bytes().await?);
     }
+    // The stack's floor: Leptos rendering a page with nothing in it, on a bare axum server.
+    let bare_page = {
+        use leptos::prelude::*;
+        let opts = options.clone();
+        leptos_axum::render_app_async(move || {
+            let opts = opts.clone();
+            view! {
+                <!DOCTYPE html>
+                <html lang="en">
+                    <head>
+                        <meta charset="utf-8"/>
+                        <title>"Gantry"</title>
+                        <HydrationScripts options=opts/>
+                    </head>
+                    <body>
+                        <main>
+                            <h1>"Gantry"</h1>
+                            <p>"A page with no data."</p>
+                        </main>
+                    </body>
+                </html>
+            }
+        })
+    };
+    let floor_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let floor_base = format!("http://{}", floor_listener.local_addr()?);
+    tokio::spawn(async move {
+        let router = axum::Router::new().route("/", axum::routing::get(bare_page));
+        let _ = axum::serve(floor_listener, router).await;
+    });
+    let r = client.get(format!("{floor_base}/")).send().await?;
+    anyhow::ensure!(r.status() == 200, "the bare Leptos page: {}", r.status());
+    pages.push(("ref: bare Leptos", "@floor/".to_string()));
+    bodies.push(r.bytes().await?);
+
     let mut router = axum::Router::new();
     // Each body at its own path, `/0`, `/1`…: a page's path may carry a query string
     // (`/api/v1/jobs?limit=50`), which a route cannot, or share its path with another page's.
@@ -216,6 +253,10 @@ async fn run() -> anyhow::Result<()> {
         .unwrap_or_default();
     let rendered_only = std::env::var("GANTRY_BENCH_RENDERED_ONLY").is_ok_and(|v| v == "1");
     for (i, ((name, path), body)) in pages.iter().zip(&bodies).enumerate() {
+        let url = match path.strip_prefix("@floor") {
+            Some(rest) => format!("{floor_base}{rest}"),
+            None => format!("{base}{path}"),
+        };
         let lower = name.to_lowercase();
         if !only.is_empty() && !only.iter().any(|w| lower.contains(w.as_str())) {
             continue;
@@ -226,13 +267,13 @@ async fn run() -> anyhow::Result<()> {
         // A second of the same load first, unmeasured, for both: connections opened, caches
         // and the allocator warm, and the demo's first admissions (a burst of writes in the
         // seconds after start) behind it.
-        load(&client, &format!("{base}{path}"), connections, 1).await;
+        load(&client, &url, connections, 1).await;
         load(&client, &format!("{static_base}/{i}"), connections, 1).await;
         let before = running.pages.stats();
         let (gantry, bad) = if rendered_only {
             (f64::NAN, 0)
         } else {
-            load(&client, &format!("{base}{path}"), connections, seconds).await
+            load(&client, &url, connections, seconds).await
         };
         let after = running.pages.stats();
         let answered = (after.hits + after.misses) - (before.hits + before.misses);
@@ -243,9 +284,8 @@ async fn run() -> anyhow::Result<()> {
             100.0 * (after.hits - before.hits) as f64 / answered as f64
         };
         running.pages.set_ttl(Duration::ZERO);
-        load(&client, &format!("{base}{path}"), connections, 1).await;
-        let (rendered, bad_rendered) =
-            load(&client, &format!("{base}{path}"), connections, seconds).await;
+        load(&client, &url, connections, 1).await;
+        let (rendered, bad_rendered) = load(&client, &url, connections, seconds).await;
         let bad = bad + bad_rendered;
         running.pages.set_ttl(ttl);
         let (bare, _) = load(&client, &format!("{static_base}/{i}"), connections, seconds).await;
