@@ -347,7 +347,7 @@ fn QuotaRow(cell: QuotaCell, saved: RwSignal<u32>, editing: RwSignal<Drafts>) ->
             let stored = stored.clone();
             view! {
                 <tr><td colspan="10">
-                    <p class="warning" data-testid=conflict_id.clone()>
+                    <p class="warning row-note" data-testid=conflict_id.clone()>
                         {format!("Someone else saved this quota while you edited it. Stored now: {stored}. Your values are still in the fields: Save puts them in place of these, or change them back.")}
                     </p>
                 </td></tr>
@@ -358,7 +358,7 @@ fn QuotaRow(cell: QuotaCell, saved: RwSignal<u32>, editing: RwSignal<Drafts>) ->
             match result {
                 // Told by the line above, once the grid is read again.
                 Some(Err(e)) if e.code == ErrorCode::Conflict => None,
-                Some(Err(e)) => Some(view! { <tr><td colspan="10"><ErrorBox err=e/></td></tr> }.into_any()),
+                Some(Err(e)) => Some(view! { <tr><td colspan="10"><div class="row-note"><ErrorBox err=e/></div></td></tr> }.into_any()),
                 _ => preview.value().get().map(|p| match p {
                     Ok(p) => view! { <tr><td colspan="10"><PreviewTable p=p team=team.get_value()/></td></tr> }.into_any(),
                     Err(e) => view! { <tr><td colspan="10"><ErrorBox err=e/></td></tr> }.into_any(),
