@@ -125,6 +125,23 @@ impl LiveTx {
     }
 }
 
+/// Where a receiver that fell behind (`Lagged`) goes on from: the oldest change the channel
+/// still holds for it, and the count just before that change. A stream tells its page that
+/// count (as a first tick does), so the page reads everything once and applies the changes
+/// after it in order; told only "missed some", the page took the next change for a second
+/// gap and read twice. `None` once the sender is gone.
+pub async fn resume_after_lag(
+    rx: &mut broadcast::Receiver<LiveChange>,
+) -> Option<(u64, LiveChange)> {
+    loop {
+        match rx.recv().await {
+            Ok(c) => return Some((c.seq.saturating_sub(1), c)),
+            Err(broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(broadcast::error::RecvError::Closed) => return None,
+        }
+    }
+}
+
 /// A changed job's list row, shared by every stream told of the change: read from the
 /// database once, however many viewers are connected; and the event's text for each kind of
 /// viewer, written once for all the streams of that kind.
@@ -365,5 +382,46 @@ mod tests {
         assert_eq!(s.rx.try_recv().unwrap().seq, last + 1);
         assert!(s.rx.try_recv().is_err());
         assert_eq!(s.replay.len(), 1);
+    }
+
+    /// A stream that fell behind goes on from the oldest change still held, with the count
+    /// before it; a page told that count (the rule `app::live::missed` applies) reads
+    /// everything once and applies every later change: one read, where a "missed some"
+    /// event with no number followed by the next change made two.
+    #[tokio::test]
+    async fn a_stream_that_fell_behind_makes_its_page_read_once() {
+        use app::live::missed;
+        let live = LiveTx::new(4);
+        let mut rx = live.subscribe();
+        live.send(change("seen"));
+        let seen = rx.recv().await.unwrap().seq;
+        for i in 0..10 {
+            live.send(change(&format!("j{i}")));
+        }
+        assert!(matches!(
+            rx.recv().await,
+            Err(broadcast::error::RecvError::Lagged(_))
+        ));
+        let (from, next) = resume_after_lag(&mut rx).await.unwrap();
+        let last = live.seq();
+        assert_eq!(next.seq, last - 3, "the oldest of the 4 the channel holds");
+        assert_eq!(from, next.seq - 1);
+
+        // The page, as `app::live` reads the stream: it holds everything up to `seen`.
+        let mut reads = 0;
+        let (m, mut known) = missed(seen, from, true);
+        reads += m as u32;
+        for c in std::iter::once(next).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
+            let (m, k) = missed(known, c.seq, false);
+            reads += m as u32;
+            known = k;
+        }
+        assert_eq!(
+            (reads, known),
+            (1, last),
+            "one read, and every change after it applied"
+        );
+        // As before: a "missed" event (no number), then the next change, a gap again.
+        assert!(!missed(seen, 0, false).0 && missed(seen, from + 1, false).0);
     }
 }

@@ -21,7 +21,7 @@ pub use usage::grouping;
 
 pub use identity::{memo_viewer, ViewerMemo};
 pub use launch::{stored_workload, workload_of};
-pub use live::{LiveChange, LiveTx, Subscribed, REPLAY};
+pub use live::{resume_after_lag, LiveChange, LiveTx, Subscribed, REPLAY};
 pub use logs::log_source;
 pub use notify::webhook_client;
 pub use page::{PAGE_DEFAULT, PAGE_MAX};

@@ -136,8 +136,15 @@ impl Watch {
                     id = Some(c.seq.to_string());
                     Box::pin(portal.live_event_text(&self.viewer, Some(c))).await
                 }
-                // Missed some: a pool-less change makes the page refetch everything.
-                Err(RecvError::Lagged(_)) => Box::pin(portal.live_event_text(&self.viewer, None)).await,
+                // Missed some: a tick saying where the stream goes on from makes the page read
+                // everything once; the oldest change still held comes next.
+                Err(RecvError::Lagged(_)) => match crate::service::resume_after_lag(&mut self.live).await {
+                    Some((from, next)) => {
+                        self.replay.push_front(next);
+                        serde_json::to_string(&portal.live_first_tick(from)).unwrap_or_default().into()
+                    }
+                    None => return None,
+                },
                 Err(RecvError::Closed) => return None,
             },
             _ = self.every.tick() => {
