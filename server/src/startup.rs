@@ -514,14 +514,22 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
             crate::http::request_id::middleware,
         ))
         .layer(axum::middleware::from_fn(response_headers));
-    app.merge(live)
+    let app = app
+        .merge(live)
         // No Leptos owner left on the thread by another request's page (http/fresh_owner.rs).
         .layer(axum::middleware::from_fn(
             crate::http::fresh_owner::middleware,
+        ));
+    // The demo sign-in answers only to this machine's names (DNS rebinding).
+    let app = if state.config.auth.dev_login() {
+        app.layer(axum::middleware::from_fn(
+            crate::http::csrf::loopback_host_only,
         ))
-        // Outermost: who the forwarded headers may be believed from, for every layer inside.
-        .layer(axum::Extension(trusted))
-        .with_state(state)
+    } else {
+        app
+    };
+    // Outermost: who the forwarded headers may be believed from, for every layer inside.
+    app.layer(axum::Extension(trusted)).with_state(state)
 }
 
 /// A request's span: its id, method and path, on every line logged while it is served.

@@ -3715,6 +3715,69 @@ async fn slow_clients_are_cut_off() {
     finish(app, db).await;
 }
 
+/// With the demo sign-in on, Gantry answers only to this machine's names: a page elsewhere
+/// whose name was pointed at 127.0.0.1 (DNS rebinding) would otherwise be same-origin with
+/// Gantry in the browser, pass the cross-site check, and sign in as anyone by name.
+#[tokio::test]
+async fn the_demo_sign_in_answers_only_to_this_machines_names() {
+    let db = fresh_database(Target::Sqlite).await;
+    let app = App::start(&db).await;
+    let port = app.running.addr.port();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let page = |host: String| {
+        http.get(format!("{}/login", app.base))
+            .header("host", host)
+            .send()
+    };
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("LOCALHOST:{port}"),
+        format!("[::1]:{port}"),
+        "localhost".to_string(),
+    ] {
+        assert_eq!(
+            page(host.clone()).await.unwrap().status(),
+            StatusCode::OK,
+            "{host}"
+        );
+    }
+    for host in [
+        format!("evil.example:{port}"),
+        format!("127.0.0.1.evil.example:{port}"),
+        format!("localhost.evil.example:{port}"),
+    ] {
+        let res = page(host.clone()).await.unwrap();
+        assert_eq!(res.status(), StatusCode::FORBIDDEN, "{host}");
+        let body: Value = res.json().await.unwrap();
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("answers only to localhost, 127.0.0.1 or [::1]"),
+            "{body}"
+        );
+    }
+    // The rebinding page's own sign-in: same-origin as far as Origin and Host go, refused.
+    let res = http
+        .post(format!("{}/auth/dev/login", app.base))
+        .header("host", format!("evil.example:{port}"))
+        .header("origin", format!("http://evil.example:{port}"))
+        .form(&[("user", "carol")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    assert!(
+        res.headers().get("set-cookie").is_none(),
+        "nobody signed in"
+    );
+    finish(app, db).await;
+}
+
 /// `X-Forwarded-For` and `X-Forwarded-Host` count only from `server.trusted_proxies`: from
 /// anyone else the audit log has the socket's peer and a forged host does not pass the
 /// cross-site check. From a trusted proxy the client is the last hop it did not add, so an

@@ -51,6 +51,47 @@ pub async fn csrf_guard(
     }
 }
 
+/// With the demo sign-in on (a loopback-only server that signs anyone in by name), every
+/// request must name this machine in `Host`: `localhost`, a 127/8 address or `[::1]`, any
+/// port. Otherwise a web page elsewhere could point its own name at 127.0.0.1 (DNS
+/// rebinding): the browser would take Gantry for that page's own origin, so the cross-site
+/// check would pass, and the page's script could sign in as anyone and read or change
+/// everything. Development servers guard the same way (an allowed-hosts list).
+pub async fn loopback_host_only(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let host = req
+        .headers()
+        .get(http::header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if is_loopback_host(host) {
+        return next.run(req).await;
+    }
+    tracing::warn!(%host, path = %req.uri().path(), "request for another host name refused (demo sign-in is on)");
+    ApiFailure(ApiError::forbidden(format!(
+        "this Gantry signs people in by name without a password, so it answers only to localhost, 127.0.0.1 or [::1], not to '{host}'"
+    )))
+    .into_response()
+}
+
+/// Whether a `Host` value names this machine: `localhost`, a loopback address, with or
+/// without a port.
+fn is_loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => match host.rsplit_once(':') {
+            Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+            _ => host,
+        },
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 fn origin_of(url: &str) -> Option<String> {
     let u = openidconnect::url::Url::parse(url).ok()?;
     Some(u.origin().ascii_serialization())
