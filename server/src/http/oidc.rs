@@ -294,21 +294,26 @@ impl Oidc {
             .ok_or_else(|| SignInError::Verification("the token response has no ID token".into()))?
             .clone();
         let nonce = Nonce::new(pending.nonce.clone());
-        let claims = match id_token.claims(&p.client.id_token_verifier(), &nonce) {
-            Ok(c) => c.clone(),
-            // The keys may have been rotated since discovery: fetch them once more.
+        // The provider whose keys verified the token: its at_hash is checked with the same key.
+        let mut keys = p;
+        let first = id_token
+            .claims(&keys.client.id_token_verifier(), &nonce)
+            .cloned()
+            .map_err(|e| e.to_string());
+        let claims = match first {
+            Ok(c) => c,
+            // The keys may have been rotated since discovery: fetch them once more (and check
+            // at_hash with the new ones too: with the old set the key is not found).
             Err(first) => {
-                let fresh = self.provider(true).await?;
-                let verifier = fresh.client.id_token_verifier();
-                let claims = id_token
-                    .claims(&verifier, &nonce)
-                    .map_err(|_| SignInError::Verification(first.to_string()))?
-                    .clone();
-                claims
+                keys = self.provider(true).await?;
+                id_token
+                    .claims(&keys.client.id_token_verifier(), &nonce)
+                    .map_err(|_| SignInError::Verification(first))?
+                    .clone()
             }
         };
         if let Some(expected) = claims.access_token_hash() {
-            let verifier = p.client.id_token_verifier();
+            let verifier = keys.client.id_token_verifier();
             let alg = id_token
                 .signing_alg()
                 .map_err(|e| SignInError::Verification(e.to_string()))?;
