@@ -3600,7 +3600,7 @@ async fn slow_clients_are_cut_off() {
 
     // Slowloris: a header line every 200 ms, never the blank line that ends the header.
     let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
-    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: gantry\r\n")
+    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         .await
         .unwrap();
     let (mut rd, mut wr) = conn.into_split();
@@ -3700,7 +3700,7 @@ async fn slow_clients_are_cut_off() {
     let mut conn = tokio::net::TcpStream::connect(app.running.addr)
         .await
         .unwrap();
-    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: gantry\r\n\r\n")
+    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         .await
         .unwrap();
     let started = tokio::time::Instant::now();
