@@ -3203,15 +3203,7 @@ async fn cross_site_posts_are_refused(t: Target) {
             .send()
             .await
             .unwrap();
-        assert_eq!(res.status(), StatusCode::FORBIDDEN, "{evil}");
-        let e: Value = res.json().await.unwrap();
-        assert!(
-            e["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("cross-site request refused"),
-            "{e}"
-        );
+        refused_saying(res, "cross-site request refused", evil).await;
     }
     let res = alice
         .http
@@ -3715,6 +3707,16 @@ async fn slow_clients_are_cut_off() {
     finish(app, db).await;
 }
 
+/// Asserts a 403 whose JSON error message contains `text` (`what` names the case).
+async fn refused_saying(res: reqwest::Response, text: &str, what: &str) {
+    assert_eq!(res.status(), StatusCode::FORBIDDEN, "{what}");
+    let e: Value = res.json().await.unwrap();
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains(text),
+        "{what}: {e}"
+    );
+}
+
 /// With the demo sign-in on, Gantry answers only to this machine's names: a page elsewhere
 /// whose name was pointed at 127.0.0.1 (DNS rebinding) would otherwise be same-origin with
 /// Gantry in the browser, pass the cross-site check, and sign in as anyone by name.
@@ -3751,15 +3753,7 @@ async fn the_demo_sign_in_answers_only_to_this_machines_names() {
         format!("localhost.evil.example:{port}"),
     ] {
         let res = page(host.clone()).await.unwrap();
-        assert_eq!(res.status(), StatusCode::FORBIDDEN, "{host}");
-        let body: Value = res.json().await.unwrap();
-        assert!(
-            body["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("answers only to localhost, 127.0.0.1 or [::1]"),
-            "{body}"
-        );
+        refused_saying(res, "answers only to localhost, 127.0.0.1 or [::1]", &host).await;
     }
     // The rebinding page's own sign-in: same-origin as far as Origin and Host go, refused.
     let res = http

@@ -115,19 +115,24 @@ const INTERNAL: [&str; 25] = [
 
 /// Whether a webhook may post to `ip`: a public address, or one in `allowed`.
 pub fn webhook_may_reach(ip: std::net::IpAddr, allowed: &[ipnet::IpNet]) -> bool {
+    /// [`INTERNAL`] parsed once, and the NAT64 prefix.
+    static NETS: std::sync::LazyLock<(Vec<ipnet::IpNet>, ipnet::Ipv6Net)> =
+        std::sync::LazyLock::new(|| {
+            let internal = INTERNAL
+                .iter()
+                .map(|n| n.parse().expect("a static network"))
+                .collect();
+            (internal, "64:ff9b::/96".parse().expect("a static network"))
+        });
+    let (internal, nat64) = &*NETS;
     let mut ip = ip.to_canonical();
     if let std::net::IpAddr::V6(v6) = ip {
-        let nat64: ipnet::Ipv6Net = "64:ff9b::/96".parse().expect("a static network");
         if nat64.contains(&v6) {
             let o = v6.octets();
             ip = std::net::Ipv4Addr::new(o[12], o[13], o[14], o[15]).into();
         }
     }
-    allowed.iter().any(|n| n.contains(&ip))
-        || !INTERNAL
-            .iter()
-            .filter_map(|n| n.parse::<ipnet::IpNet>().ok())
-            .any(|n| n.contains(&ip))
+    allowed.iter().any(|n| n.contains(&ip)) || !internal.iter().any(|n| n.contains(&ip))
 }
 
 /// What a refused address is told with (the creation's 422, a delivery's error).
