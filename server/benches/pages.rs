@@ -22,7 +22,8 @@
 //! load; `GANTRY_BENCH_PAGES` (say `jobs,pools`: words of the page names) measures only those,
 //! to profile one page at a time (`ref` for the references), and `GANTRY_BENCH_PATH` adds
 //! another path (page `other`).
-//! `GANTRY_BENCH_RENDERED_ONLY=1` skips the cached figure (to profile rendering alone).
+//! `GANTRY_BENCH_DUMP=dir` writes each page's bytes to `dir/0.html`, `dir/1.html`… in the order
+//! printed. `GANTRY_BENCH_RENDERED_ONLY=1` skips the cached figure (to profile rendering alone).
 //! `GANTRY_BENCH_LOG` is a tracing filter for the server's log on stderr: `sqlx::query=debug`
 //! lists every statement a page makes, with its time. Both servers and the load run in this
 //! process on the same cores, so the ratio, not the absolute figure, is what carries over to
@@ -184,6 +185,12 @@ async fn run() -> anyhow::Result<()> {
         let r = client.get(format!("{base}{path}")).send().await?;
         anyhow::ensure!(r.status() == 200, "{path}: {}", r.status());
         bodies.push(r.bytes().await?);
+    }
+    // Each body as a file, to read what a page is made of.
+    if let Ok(dump) = std::env::var("GANTRY_BENCH_DUMP") {
+        for (i, body) in bodies.iter().enumerate() {
+            std::fs::write(format!("{dump}/{i}.html"), body)?;
+        }
     }
     // The stack's floor: Leptos rendering a page with nothing in it, on a bare axum server.
     let bare_page = {
