@@ -214,7 +214,19 @@ impl Cohort {
         loop {
             failed.resize(self.teams.len(), u32::MAX);
             preemptors.resize(self.teams.len(), None);
-            let heads = self.heads(queue, &failed, &preemptors);
+            let mut heads = self.heads(queue, &failed, &preemptors);
+            // An evicted workload goes back in line with its creation time (Kueue's
+            // `GetQueueOrderTimestamp`), so under StrictFIFO it is its team's head again and
+            // blocks the rest of its queue. It is out of play until this settle ends (the
+            // sim's stand-in for the time an eviction takes), but a later workload of its
+            // team must not be admitted meanwhile: in Kueue that happens only in a race its
+            // maintainers call a priority inversion (kueue#8141).
+            heads.retain(|h| {
+                self.quotas[h.team].strategy != QueueingStrategy::StrictFifo
+                    || !returning
+                        .iter()
+                        .any(|r| r.team == h.team && r.key() < h.key())
+            });
             if heads.is_empty() || budget == 0 {
                 if budget == 0 {
                     tracing::warn!(pool = %self.capacity.name, "admission did not settle; stopping the pass");

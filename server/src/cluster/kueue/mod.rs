@@ -35,7 +35,9 @@
 //! - `queueingStrategy` is a ClusterQueue's (a team × pool): `BestEffortFIFO` (Kueue's
 //!   default) sets an inadmissible head aside for the next until something is released;
 //!   under `StrictFIFO` the head blocks the rest of its own queue, never another team's
-//!   (<https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#queueing-strategy>).
+//!   (<https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#queueing-strategy>). A
+//!   preempted workload goes back in line by its creation time, so under `StrictFIFO` it
+//!   blocks its queue again from the moment it is evicted.
 //!
 //! `kueue/conformance_cases.rs` holds cases ported from Kueue's own tests, with Kueue's
 //! expected results; `kueue/conformance.rs` runs them through these rules.
