@@ -87,7 +87,7 @@ fn run_group(case: &Case, cqs: &[&Cq], out: &mut Result) {
         }
         Kind::Cycle => {
             let heads = co.heads(&queue, &[], &[]);
-            let cycle = co.schedule(&heads, &[], at);
+            let cycle = co.schedule(&heads, at);
             out.admitted
                 .extend(cycle.admitted.iter().map(|(id, _)| name(id)));
             out.preempted

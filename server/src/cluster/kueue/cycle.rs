@@ -57,28 +57,14 @@ impl Cohort {
     /// (it is admitted in a later one, once they are gone), and a workload admitted in a
     /// cycle is never a victim in the same cycle: victims are chosen at nomination.
     ///
-    /// Workloads in `preemptors` (waiting for their victims to go) are taken first, as with
-    /// Kueue's `PrioritizePreemptorWorkloads` gate: Kueue's evictions take time, the sim's
-    /// none, and without it a borrower of higher priority can take the quota a preemptor
-    /// freed, be reclaimed, and take it again, without end (Kueue's "quota stealing and
-    /// thrashing", which that gate exists to prevent).
-    pub fn schedule(
-        &mut self,
-        heads: &[Candidate],
-        preemptors: &[Option<Wid>],
-        at: DateTime<Utc>,
-    ) -> Cycle {
-        let waiting = |c: &Candidate| preemptors.get(c.team).is_some_and(|p| *p == Some(c.id));
+    /// A workload waiting for its victims to go gets no place ahead of the others
+    /// ([`entry_order`]): that is Kueue's `PrioritizePreemptorWorkloads` gate, alpha and off
+    /// by default. A borrower of higher priority may take the quota it freed first, as in
+    /// Kueue; the preemptor stays its team's head and reclaims it in a later cycle.
+    pub fn schedule(&mut self, heads: &[Candidate], at: DateTime<Utc>) -> Cycle {
         let mut entries: Vec<(&Candidate, Mode)> =
             heads.iter().map(|c| (c, self.nominate(c))).collect();
-        entries.sort_by(|(a, ma), (b, mb)| {
-            waiting(b)
-                .cmp(&waiting(a))
-                .then(ma.borrows().cmp(&mb.borrows()))
-                .then(b.priority.cmp(&a.priority))
-                .then(a.submitted_at.cmp(&b.submitted_at))
-                .then(a.id.cmp(&b.id))
-        });
+        entries.sort_by(|(a, ma), (b, mb)| entry_order((a, ma.borrows()), (b, mb.borrows())));
         let mut out = Cycle::default();
         let mut victims: std::collections::HashSet<Wid> = Default::default();
         // Quota and nodes held for preemptors until the end of the cycle.
@@ -235,7 +221,7 @@ impl Cohort {
             }
             budget -= 1;
             let cycle = if preemption {
-                self.schedule(&heads, &preemptors, at)
+                self.schedule(&heads, at)
             } else {
                 self.schedule_without_preemption(&heads, at)
             };
@@ -336,4 +322,19 @@ impl Cohort {
         }
         out
     }
+}
+
+/// The order of a cycle's entries (Kueue's `makeClassicalIterator` with its default feature
+/// gates): those that fit within their nominal quota before those that must borrow, then
+/// higher priority, then earlier creation. Kueue's `PrioritizePreemptorWorkloads` gate
+/// (alpha, off by default) would put workloads waiting for their preemptions first.
+pub(super) fn entry_order(
+    (a, a_borrows): (&Candidate, bool),
+    (b, b_borrows): (&Candidate, bool),
+) -> std::cmp::Ordering {
+    a_borrows
+        .cmp(&b_borrows)
+        .then(b.priority.cmp(&a.priority))
+        .then(a.submitted_at.cmp(&b.submitted_at))
+        .then(a.id.cmp(&b.id))
 }

@@ -622,7 +622,7 @@ fn a_cycle_never_admits_and_evicts_the_same_workload() {
         .queued("vision-borrow", "vision", 32)
         .queued("nlp-reclaim", "nlp", 16);
     let heads = s.co.heads(&s.queue, &[], &[]);
-    let cycle = s.co.schedule(&heads, &[], at);
+    let cycle = s.co.schedule(&heads, at);
     let admitted: Vec<String> = cycle.admitted.iter().map(|(id, _)| s.name(*id)).collect();
     assert_eq!(admitted, ["nlp-reclaim"]);
     assert!(cycle.preempted.is_empty());
@@ -644,7 +644,7 @@ fn a_cycle_never_admits_and_evicts_the_same_workload() {
     let s = s.queued("nlp-reclaim", "nlp", 16);
     let mut s = s;
     let heads = s.co.heads(&s.queue, &[], &[]);
-    let first = s.co.schedule(&heads, &[], at);
+    let first = s.co.schedule(&heads, at);
     assert!(
         first.admitted.is_empty(),
         "the preemptor waits for its victims"
@@ -667,7 +667,7 @@ fn a_cycle_never_admits_and_evicts_the_same_workload() {
         });
     }
     let heads = s.co.heads(&s.queue, &[], &[]);
-    let second = s.co.schedule(&heads, &[], at);
+    let second = s.co.schedule(&heads, at);
     assert_eq!(
         second
             .admitted
@@ -776,4 +776,63 @@ mod settle_properties {
             prop_assert!(last.is_empty(), "not settled after 5 settles: {last:?}");
         }
     }
+}
+
+/// Kueue's `TestEntryOrdering` "Some workloads are preemptors; PrioritizePreemptorWorkloads is
+/// disabled" (pkg/scheduler/scheduler_test.go; the gate is alpha and off by default): a
+/// workload waiting for its preemptions gets no place ahead of the others, so the order is
+/// within nominal before borrowing, then priority, then creation time.
+#[test]
+fn entries_are_taken_in_kueues_default_order() {
+    let mut s = Scenario::pool(4);
+    let entry = |s: &mut Scenario, name: &str, priority: i32, second: i64| {
+        let mut c = s.candidate(name, "a", 8, priority);
+        c.submitted_at = t0() + chrono::Duration::seconds(second);
+        c
+    };
+    // (entry, borrows), as Kueue's test lists them.
+    let mut entries = [
+        (entry(&mut s, "preemptor-borrowing", 1, 1), true),
+        (entry(&mut s, "preemptor-not-borrowing", 1, 2), false),
+        (entry(&mut s, "not-preemptor-not-borrowing", 2, 0), false),
+    ];
+    entries.sort_by(|(a, ab), (b, bb)| super::cycle::entry_order((a, *ab), (b, *bb)));
+    let order: Vec<String> = entries.iter().map(|(c, _)| s.name(c.id)).collect();
+    assert_eq!(
+        order,
+        [
+            "not-preemptor-not-borrowing",
+            "preemptor-not-borrowing",
+            "preemptor-borrowing"
+        ]
+    );
+}
+
+/// What that order does over a settle: a workload that preempted waits for its victims like
+/// any head, and a borrower of higher priority from another team may take the quota it freed
+/// first (Kueue's "quota stealing", which only the off-by-default gate prevents). p evicts its
+/// own team's a2 and then, as q, must borrow; q (priority 7) goes before p (5), and p, which
+/// would still borrow, cannot reclaim from q.
+#[test]
+fn a_preemptor_does_not_go_before_other_teams() {
+    let (o, _) = Scenario::pool(4)
+        .borrowing("a", 16, None)
+        .borrowing("c", 16, None)
+        .running_with("a1", "a", 8, 10)
+        .running_with("a2", "a", 16, 0)
+        .running_with("c1", "c", 8, 9)
+        .queued_with("p", "a", 16, 5)
+        .queued_with("q", "c", 16, 7)
+        .cycle();
+    assert_eq!(o.admitted, ["q"]);
+    assert_eq!(
+        o.preempted
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>(),
+        ["a2"]
+    );
+    let mut pending: Vec<&str> = o.pending.iter().map(|(n, _)| n.as_str()).collect();
+    pending.sort();
+    assert_eq!(pending, ["a2", "p"]);
 }
