@@ -80,10 +80,34 @@ impl Cohort {
                     _ => out.skipped.push(c.id),
                 },
                 Mode::Preempt { targets, .. } => {
-                    if targets.iter().any(|(id, _)| victims.contains(id)) {
-                        out.skipped.push(c.id);
-                        continue;
-                    }
+                    // Targets another preemptor of this cycle took: chosen again against the
+                    // cycle so far (its victims gone, earlier preemptors' usage held), as
+                    // Kueue's `RecomputeAssignmentUponPreemptionTargetsOverlap` (beta, on by
+                    // default) does. If it fits once they are gone, it holds its usage and
+                    // waits for them (Kueue's `DeferredFit`); with other victims it evicts
+                    // those now; otherwise it is skipped. Workloads admitted in this cycle are
+                    // not victims: Kueue's candidates are what the cycle's snapshot holds.
+                    let targets = if targets.iter().any(|(id, _)| victims.contains(id)) {
+                        let recomputed = if self.fits(c, true) {
+                            Some(Vec::new())
+                        } else {
+                            self.preemption_targets(c).filter(|t| {
+                                !t.is_empty()
+                                    && !t
+                                        .iter()
+                                        .any(|(id, _)| out.admitted.iter().any(|(a, _)| a == id))
+                            })
+                        };
+                        match recomputed {
+                            Some(t) => t,
+                            None => {
+                                out.skipped.push(c.id);
+                                continue;
+                            }
+                        }
+                    } else {
+                        targets
+                    };
                     let removed: Vec<Admitted> = targets
                         .iter()
                         .filter_map(|(id, _)| self.release(*id))
