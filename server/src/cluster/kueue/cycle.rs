@@ -60,7 +60,7 @@ impl Cohort {
     /// A workload waiting for its victims to go gets no place ahead of the others
     /// ([`entry_order`]): that is Kueue's `PrioritizePreemptorWorkloads` gate, alpha and off
     /// by default. A borrower of higher priority may take the quota it freed first, as in
-    /// Kueue; the preemptor stays its team's head and reclaims it in a later cycle.
+    /// Kueue; the preemptor then waits, like any head, until quota frees up.
     pub fn schedule(&mut self, heads: &[Candidate], at: DateTime<Utc>) -> Cycle {
         let mut entries: Vec<(&Candidate, Mode)> =
             heads.iter().map(|c| (c, self.nominate(c))).collect();
@@ -161,9 +161,11 @@ impl Cohort {
     /// later request of the team at least that large fails too, as quota and room only
     /// shrink until something is released and the queue runs by falling priority).
     ///
-    /// A workload that issued preemptions stays its team's head until it is admitted
-    /// (`preemptors[team]`; Kueue's queue manager keeps it "sticky at the head"), so the
-    /// workloads it evicted cannot take back the room before it.
+    /// A workload that issued preemptions stays its team's head while it waits for its
+    /// victims (`preemptors[team]`; Kueue's queue manager keeps it "sticky at the head" under
+    /// BestEffortFIFO, and under StrictFIFO it is the head anyway), so the workloads it
+    /// evicted cannot take back the room before it. It stops being one when it is admitted or
+    /// found unschedulable.
     pub fn heads(
         &self,
         queue: &Queue,
@@ -328,12 +330,7 @@ impl Cohort {
                 (c, borrows)
             })
             .collect();
-        entries.sort_by(|(a, ba), (b, bb)| {
-            ba.cmp(bb)
-                .then(b.priority.cmp(&a.priority))
-                .then(a.submitted_at.cmp(&b.submitted_at))
-                .then(a.id.cmp(&b.id))
-        });
+        entries.sort_by(|(a, ba), (b, bb)| entry_order((a, *ba), (b, *bb)));
         let mut out = Cycle::default();
         for (c, _) in entries {
             match self.try_fit(c) {

@@ -720,11 +720,15 @@ mod settle_properties {
             quotas in proptest::collection::vec((0u32..48, proptest::option::of(0u32..48)), 3),
             running in proptest::collection::vec((0usize..3, 0usize..7, 0usize..3), 0..10),
             queued in proptest::collection::vec((0usize..3, 0usize..7, 0usize..3), 0..30),
+            strict in any::<bool>(),
         ) {
             let teams = ["nlp", "vision", "speech"];
             let sizes = [1, 2, 4, 8, 16, 24, 32];
             let prios = [LOW, NORMAL, HIGH];
             let mut s = Scenario::pool(nodes);
+            if strict {
+                s = s.strict();
+            }
             for (t, (nominal, limit)) in teams.iter().zip(&quotas) {
                 s = s.borrowing(t, *nominal, *limit);
             }
@@ -862,4 +866,54 @@ fn overlapping_preemption_targets_are_chosen_again() {
     let mut preempted: Vec<&str> = o.preempted.iter().map(|(n, _)| n.as_str()).collect();
     preempted.sort();
     assert_eq!(preempted, ["v", "w"]);
+}
+
+/// A preempted workload is back in line by priority, then creation time (Kueue's queue
+/// order): under StrictFIFO it blocks its team only where it would be ahead. Here the
+/// team's next job has the higher priority, so the victim of low priority waits behind it
+/// and the next job is admitted once the victim is gone.
+#[test]
+fn a_strict_fifo_victim_blocks_only_the_jobs_it_is_ahead_of() {
+    let (o, _) = Scenario::pool(4)
+        .strict()
+        .borrowing("alpha", 16, None)
+        .borrowing("beta", 16, None)
+        .running_with("use-all", "alpha", 32, LOW)
+        .queued_with("next", "alpha", 24, NORMAL)
+        .queued_with("preemptor", "beta", 8, LOW)
+        .cycle();
+    let mut admitted: Vec<&str> = o.admitted.iter().map(String::as_str).collect();
+    admitted.sort();
+    assert_eq!(admitted, ["next", "preemptor"]);
+    assert_eq!(
+        o.preempted
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>(),
+        ["use-all"]
+    );
+}
+
+/// The same victim under BestEffortFIFO does not block its team: Kueue sets an inadmissible
+/// head aside for the next (use-all, back in line, cannot fit: 32 GPUs where its team may
+/// hold 24), so the team's smaller job is admitted.
+#[test]
+fn a_best_effort_fifo_victim_does_not_block_its_team() {
+    let (o, _) = Scenario::pool(4)
+        .borrowing("alpha", 16, None)
+        .borrowing("beta", 16, None)
+        .running_with("use-all", "alpha", 32, HIGH)
+        .queued_with("pending", "alpha", 8, NORMAL)
+        .queued_with("preemptor", "beta", 8, LOW)
+        .cycle();
+    let mut admitted: Vec<&str> = o.admitted.iter().map(String::as_str).collect();
+    admitted.sort();
+    assert_eq!(admitted, ["pending", "preemptor"]);
+    assert_eq!(
+        o.preempted
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>(),
+        ["use-all"]
+    );
 }
