@@ -347,15 +347,12 @@ impl Cohort {
 
 /// The order of a cycle's entries (Kueue's `makeClassicalIterator` with its default feature
 /// gates): those that fit within their nominal quota before those that must borrow, then
-/// higher priority, then earlier creation. Kueue's `PrioritizePreemptorWorkloads` gate
-/// (alpha, off by default) would put workloads waiting for their preemptions first.
+/// higher priority, then earlier creation (the queue's own order, [`Candidate::key`]).
+/// Kueue's `PrioritizePreemptorWorkloads` gate (alpha, off by default) would put workloads
+/// waiting for their preemptions first.
 pub(super) fn entry_order(
     (a, a_borrows): (&Candidate, bool),
     (b, b_borrows): (&Candidate, bool),
 ) -> std::cmp::Ordering {
-    a_borrows
-        .cmp(&b_borrows)
-        .then(b.priority.cmp(&a.priority))
-        .then(a.submitted_at.cmp(&b.submitted_at))
-        .then(a.id.cmp(&b.id))
+    a_borrows.cmp(&b_borrows).then(a.key().cmp(&b.key()))
 }

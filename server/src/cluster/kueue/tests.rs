@@ -25,6 +25,21 @@ struct Outcome {
     pending: Vec<(String, Blocker)>,
 }
 
+impl Outcome {
+    /// The admitted, preempted and pending names, each sorted.
+    fn names(&self) -> (Vec<&str>, Vec<&str>, Vec<&str>) {
+        fn sorted(mut v: Vec<&str>) -> Vec<&str> {
+            v.sort();
+            v
+        }
+        (
+            sorted(self.admitted.iter().map(String::as_str).collect()),
+            sorted(self.preempted.iter().map(|(n, _)| n.as_str()).collect()),
+            sorted(self.pending.iter().map(|(n, _)| n.as_str()).collect()),
+        )
+    }
+}
+
 impl Scenario {
     fn pool(nodes: usize) -> Self {
         Scenario {
@@ -828,16 +843,9 @@ fn a_preemptor_does_not_go_before_other_teams() {
         .queued_with("p", "a", 16, 5)
         .queued_with("q", "c", 16, 7)
         .cycle();
-    assert_eq!(o.admitted, ["q"]);
-    assert_eq!(
-        o.preempted
-            .iter()
-            .map(|(n, _)| n.as_str())
-            .collect::<Vec<_>>(),
-        ["a2"]
-    );
-    let mut pending: Vec<&str> = o.pending.iter().map(|(n, _)| n.as_str()).collect();
-    pending.sort();
+    let (admitted, preempted, pending) = o.names();
+    assert_eq!(admitted, ["q"]);
+    assert_eq!(preempted, ["a2"]);
     assert_eq!(pending, ["a2", "p"]);
 }
 
@@ -860,11 +868,8 @@ fn overlapping_preemption_targets_are_chosen_again() {
         .queued_with("p2", "g", 16, 0)
         .queued_with("x", "b", 8, 5)
         .cycle();
-    let mut admitted: Vec<&str> = o.admitted.iter().map(String::as_str).collect();
-    admitted.sort();
+    let (admitted, preempted, _) = o.names();
     assert_eq!(admitted, ["p1", "p2"], "x is never admitted");
-    let mut preempted: Vec<&str> = o.preempted.iter().map(|(n, _)| n.as_str()).collect();
-    preempted.sort();
     assert_eq!(preempted, ["v", "w"]);
 }
 
@@ -882,16 +887,9 @@ fn a_strict_fifo_victim_blocks_only_the_jobs_it_is_ahead_of() {
         .queued_with("next", "alpha", 24, NORMAL)
         .queued_with("preemptor", "beta", 8, LOW)
         .cycle();
-    let mut admitted: Vec<&str> = o.admitted.iter().map(String::as_str).collect();
-    admitted.sort();
+    let (admitted, preempted, _) = o.names();
     assert_eq!(admitted, ["next", "preemptor"]);
-    assert_eq!(
-        o.preempted
-            .iter()
-            .map(|(n, _)| n.as_str())
-            .collect::<Vec<_>>(),
-        ["use-all"]
-    );
+    assert_eq!(preempted, ["use-all"]);
 }
 
 /// The same victim under BestEffortFIFO does not block its team: Kueue sets an inadmissible
@@ -906,14 +904,7 @@ fn a_best_effort_fifo_victim_does_not_block_its_team() {
         .queued_with("pending", "alpha", 8, NORMAL)
         .queued_with("preemptor", "beta", 8, LOW)
         .cycle();
-    let mut admitted: Vec<&str> = o.admitted.iter().map(String::as_str).collect();
-    admitted.sort();
+    let (admitted, preempted, _) = o.names();
     assert_eq!(admitted, ["pending", "preemptor"]);
-    assert_eq!(
-        o.preempted
-            .iter()
-            .map(|(n, _)| n.as_str())
-            .collect::<Vec<_>>(),
-        ["use-all"]
-    );
+    assert_eq!(preempted, ["use-all"]);
 }
