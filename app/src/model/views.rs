@@ -143,6 +143,27 @@ pub struct JobList {
     /// change numbered higher may not be in it (see `LiveEvent::Job::seq`).
     #[serde(default)]
     pub live_seq: u64,
+    /// The newest job the filter selected (on any page) when the list was read, in the list's
+    /// order: `total` counts it and every job before it, so a job launched later and newer
+    /// than it is not counted yet. `None` when the filter selected none.
+    #[serde(default)]
+    pub newest: Option<JobKey>,
+}
+
+/// A job's place in the newest-first order of a list: its submission time, then its id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobKey {
+    pub created_at: DateTime<Utc>,
+    pub id: String,
+}
+
+impl JobKey {
+    pub fn of(job: &Job) -> JobKey {
+        JobKey {
+            created_at: job.created_at,
+            id: job.id.clone(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@
 //! place in the list is on another page while the page filters by state.
 
 use crate::live::Change;
-use crate::model::{Job, JobFacts, JobList, JobState, JobTerms};
+use crate::model::{Job, JobFacts, JobKey, JobList, JobState, JobTerms};
 
 /// What a change did to the shown page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,11 +114,15 @@ pub fn patch(list: &mut JobList, terms: &JobTerms, first_page: bool, c: &Change)
                     .unwrap_or(list.jobs.len());
                 list.jobs.insert(at, row.clone());
                 list.total += 1;
+                newer_than_counted(list, row);
                 Patched::Changed
             } else if terms.state.is_none() && !terms.active {
                 // The terms do not depend on the state, so a job on another page was counted
-                // already; only a new job adds to the count, and a new job is the newest.
-                if above && launched_by(row, c) {
+                // already; only a new job adds to the count, and a new job is the newest. A
+                // launch told of after the list was read may be in it all the same (it was
+                // stored while the list was being read): then it is not newer than the
+                // newest job the count held.
+                if above && launched_by(row, c) && newer_than_counted(list, row) {
                     list.total += 1;
                     Patched::Changed
                 } else {
@@ -142,6 +146,19 @@ pub fn patch(list: &mut JobList, terms: &JobTerms, first_page: bool, c: &Change)
 /// and a launch at 10.000123 s is stored as 10.000 s).
 fn launched_by(row: &Job, c: &Change) -> bool {
     row.created_at.timestamp_millis() >= c.at.timestamp_millis()
+}
+
+/// Whether `row` is newer than every job `list.total` counts ([`JobList::newest`]); if so, it
+/// is counted from now on.
+fn newer_than_counted(list: &mut JobList, row: &Job) -> bool {
+    let newer = list
+        .newest
+        .as_ref()
+        .is_none_or(|n| key(row) > (n.created_at, n.id.as_str()));
+    if newer {
+        list.newest = Some(JobKey::of(row));
+    }
+    newer
 }
 
 /// Whether the page shows a queued job of `pool` other than `id` at `from` or behind it.
@@ -202,11 +219,12 @@ pub(crate) mod tests {
 
     fn list(jobs: Vec<Job>, total: u64, more: bool) -> JobList {
         JobList {
-            jobs,
             total,
             next_cursor: more.then(|| "c".into()),
             now: t(0),
             live_seq: 0,
+            newest: jobs.first().map(JobKey::of),
+            jobs,
         }
     }
 
@@ -381,6 +399,39 @@ pub(crate) mod tests {
             ),
             Patched::Nothing
         );
+    }
+
+    #[test]
+    fn a_launch_the_list_was_read_with_is_counted_once() {
+        // A later page, read while "m" was being launched: the count holds "m", but the
+        // change is numbered after the read and comes all the same.
+        let mut l = list(
+            vec![
+                job("b", 20, JobState::Running, "h100", None),
+                job("a", 10, JobState::Running, "h100", None),
+            ],
+            9,
+            true,
+        );
+        let m = job("m", 60, JobState::Admitted, "h100", None);
+        l.newest = Some(JobKey::of(&m));
+        assert_eq!(
+            patch(&mut l, &team(), false, &change(Some(m), "h100", 60)),
+            Patched::Nothing
+        );
+        assert_eq!(l.total, 9, "counted twice");
+        // A launch after the read adds one, and only once should it be told again.
+        let n = job("n", 70, JobState::Queued, "h200", Some(1));
+        assert_eq!(
+            patch(&mut l, &team(), false, &change(Some(n.clone()), "h200", 70)),
+            Patched::Changed
+        );
+        assert_eq!(l.total, 10);
+        assert_eq!(
+            patch(&mut l, &team(), false, &change(Some(n), "h200", 70)),
+            Patched::Nothing
+        );
+        assert_eq!((ids(&l), l.total), (vec!["b", "a"], 10));
     }
 
     #[test]

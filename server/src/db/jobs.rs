@@ -10,6 +10,16 @@ pub struct EventRow {
     pub reason: String,
 }
 
+/// What [`Db::page_of_jobs`] reads.
+#[derive(Debug, Default)]
+pub struct JobPageRows {
+    pub rows: Vec<JobRow>,
+    /// How many jobs the filters select, on every page.
+    pub total: u64,
+    /// The newest of them (submission time, id), on whichever page it is.
+    pub newest: Option<(DateTime<Utc>, String)>,
+}
+
 /// A job as stored; the service adds queue position and reason from the cluster.
 #[derive(Clone, Debug)]
 pub struct JobRow {
@@ -701,21 +711,47 @@ impl Db {
         // Both number their arguments in the same order and the cursor's comes last, so the
         // count's are the first of the page's: `$1`… stand for the same values in both.
         debug_assert!(args.starts_with(&count_args));
-        Some((format!("SELECT ({count}) AS n, ({list}) AS page"), args))
+        // Past the first page, the newest job the count holds: the page does not show it.
+        let newest = if q.after.is_some() {
+            let (filter, _) = job_where(q, false, self.postgres)?;
+            let newest = |col: &str| {
+                format!("(SELECT {col} FROM job{filter} ORDER BY created_at DESC, job_id DESC LIMIT 1) AS newest_{col}")
+            };
+            format!(", {}, {}", newest("created_at"), newest("job_id"))
+        } else {
+            String::new()
+        };
+        Some((
+            format!("SELECT ({count}) AS n{newest}, ({list}) AS page"),
+            args,
+        ))
     }
 
-    /// A page of jobs as [`Db::list_jobs`] reads it, and how many jobs `q`'s filters select
-    /// in all (the cursor aside), in one statement.
-    pub async fn page_of_jobs(&self, q: &JobQuery) -> Result<(Vec<JobRow>, u64)> {
+    /// A page of jobs as [`Db::list_jobs`] reads it, how many jobs `q`'s filters select in
+    /// all (the cursor aside), and the newest of those (its submission time and id), in one
+    /// statement (so the count holds exactly the jobs up to the newest).
+    pub async fn page_of_jobs(&self, q: &JobQuery) -> Result<JobPageRows> {
         let Some((sql, args)) = self.page_sql(q) else {
-            return Ok((Vec::new(), 0));
+            return Ok(JobPageRows::default());
         };
         let row = with_args(&sql, &args)
             .fetch_one(&self.pool)
             .await
             .map_err(map_err)?;
         let n: i64 = row.try_get("n")?;
-        Ok((page_rows(&row)?, n.max(0) as u64))
+        let rows = page_rows(&row)?;
+        let newest = if q.after.is_some() {
+            let at: Option<i64> = row.try_get("newest_created_at")?;
+            let id: Option<String> = row.try_get("newest_job_id")?;
+            at.zip(id).map(|(at, id)| (from_ms(at), id))
+        } else {
+            rows.first().map(|r| (r.created_at, r.id.clone()))
+        };
+        Ok(JobPageRows {
+            rows,
+            total: n.max(0) as u64,
+            newest,
+        })
     }
 
     /// Queued, admitted and running jobs, oldest first.

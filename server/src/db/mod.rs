@@ -17,7 +17,8 @@ mod tests;
 use audit::insert_audit;
 pub use identity::TokenRow;
 pub use jobs::{
-    EventRow, JobDetail, JobMore, JobName, JobQuery, JobRow, NewJob, Transition, MAX_CLONES,
+    EventRow, JobDetail, JobMore, JobName, JobPageRows, JobQuery, JobRow, NewJob, Transition,
+    MAX_CLONES,
 };
 pub use logs::KeptLog;
 pub use notify::{DeliveryRow, JobEventRow, NotificationRow, WebhookRow};

@@ -200,9 +200,9 @@ async fn jobs_agree(db: &TestDb) {
         got.sort();
         assert_eq!(got, want, "{terms:?}");
         // The page and its count in one statement: the same rows, and the count of them all.
-        let (page, total) = db.page_of_jobs(&q).await.unwrap();
-        assert_eq!(format!("{page:?}"), format!("{rows:?}"), "{terms:?}");
-        assert_eq!(total, want.len() as u64, "{terms:?}");
+        let read = db.page_of_jobs(&q).await.unwrap();
+        assert_eq!(format!("{:?}", read.rows), format!("{rows:?}"), "{terms:?}");
+        assert_eq!(read.total, want.len() as u64, "{terms:?}");
         checked += usize::from(!want.is_empty());
     }
     // The spread is wide enough to mean something: most terms select some jobs.
@@ -342,9 +342,16 @@ async fn list_rows_are_the_stored_jobs(t: &TestDb) {
     loop {
         let page = db.list_jobs(&q).await.unwrap();
         // Every page counts every job, whatever its cursor; its rows are the list's.
-        let (same, total) = db.page_of_jobs(&q).await.unwrap();
-        assert_eq!(total, 12, "the count on the page after {:?}", q.after);
-        assert_eq!(format!("{same:?}"), format!("{page:?}"));
+        let read = db.page_of_jobs(&q).await.unwrap();
+        assert_eq!(read.total, 12, "the count on the page after {:?}", q.after);
+        assert_eq!(format!("{:?}", read.rows), format!("{page:?}"));
+        // And names the newest job it counted, which only the first page shows.
+        assert_eq!(
+            read.newest.as_ref().map(|(_, id)| id),
+            order.first(),
+            "the newest on the page after {:?}",
+            q.after
+        );
         let Some(last) = page.last() else { break };
         q.after = Some((last.created_at, last.id.clone()));
         walked.extend(page.iter().map(|r| r.id.clone()));
@@ -353,8 +360,11 @@ async fn list_rows_are_the_stored_jobs(t: &TestDb) {
     // A list that selects nothing is an empty page, not an error.
     q.terms.user = Some("nobody".into());
     assert!(db.list_jobs(&q).await.unwrap().is_empty());
-    let (none, total) = db.page_of_jobs(&q).await.unwrap();
-    assert!(none.is_empty() && total == 0, "{total} jobs counted");
+    let none = db.page_of_jobs(&q).await.unwrap();
+    assert!(
+        none.rows.is_empty() && none.total == 0 && none.newest.is_none(),
+        "{none:?}"
+    );
 }
 
 #[tokio::test]

@@ -311,7 +311,11 @@ impl Portal {
         };
         // Before the read: every change numbered up to this is in what it finds.
         let live_seq = self.live_seq();
-        let (mut rows, total) = self.db.page_of_jobs(&q).await?;
+        let crate::db::JobPageRows {
+            mut rows,
+            total,
+            newest,
+        } = self.db.page_of_jobs(&q).await?;
         let next_cursor = if rows.len() > limit as usize {
             rows.truncate(limit as usize);
             rows.last()
@@ -327,6 +331,7 @@ impl Portal {
             next_cursor,
             now: self.cluster.now(),
             live_seq,
+            newest: newest.map(|(created_at, id)| app::model::JobKey { created_at, id }),
         })
     }
 
