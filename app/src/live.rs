@@ -24,6 +24,10 @@ pub struct Change {
     pub notify: bool,
     /// The job's list row, when the viewer may see it: lists patch themselves with it.
     pub row: Option<Box<crate::model::Job>>,
+    /// The state the job changed to, when the viewer may see it. The row is read once, when
+    /// a stream first asks for it, so it may be newer: a change sent again to a stream that
+    /// opened later (`since`) carries the row as it is by then.
+    pub state: Option<crate::model::JobState>,
     /// When it happened (the cluster clock).
     pub at: DateTime<Utc>,
     /// Its number among the server's changes (`LiveEvent::Job::seq`); 0 when it has none
@@ -213,8 +217,8 @@ fn apply(live: Live, event: LiveEvent) {
             pool,
             notify,
             row,
+            state,
             seq: server_seq,
-            ..
         } => {
             live.now.try_set(Some(now));
             if check(server_seq, false) {
@@ -227,6 +231,7 @@ fn apply(live: Live, event: LiveEvent) {
                 pool,
                 notify,
                 row,
+                state,
                 at: now,
                 server_seq,
             });

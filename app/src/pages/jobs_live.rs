@@ -53,8 +53,10 @@ pub fn patch(list: &mut JobList, terms: &JobTerms, first_page: bool, c: &Change)
     // Where the row stood before: its state and queue position.
     let before = was.map(|i| (list.jobs[i].state, list.jobs[i].queue_position));
     // Queue positions of the other shown rows of the pool: a job that joined ahead of them
-    // or left the queue moves them; the row tells its own place, not theirs.
-    let moves_others = match row.state {
+    // or left the queue moves them; the row tells its own place, not theirs. By the state
+    // this change is about: the row may be newer (a change sent again carries the row as it
+    // is now, so the change that took a job from the queue may carry it already running).
+    let moves_others = match c.state.unwrap_or(row.state) {
         JobState::Queued => match (before, row.queue_position) {
             (Some((JobState::Queued, Some(b))), Some(p)) if b == p => false,
             (_, Some(p)) => queued_behind(list, &row.pool, &row.id, p),
@@ -432,6 +434,46 @@ pub(crate) mod tests {
             Patched::Nothing
         );
         assert_eq!((ids(&l), l.total), (vec!["b", "a"], 10));
+    }
+
+    #[test]
+    fn a_change_sent_again_with_a_newer_row_still_moves_the_queue() {
+        let mut l = list(
+            vec![
+                job("b", 20, JobState::Queued, "h100", Some(2)),
+                job("a", 10, JobState::Queued, "h100", Some(1)),
+            ],
+            2,
+            false,
+        );
+        // "a" was admitted, then started; the admission is sent to a stream that opened
+        // after both, with the row read then: running. "b" moved up all the same.
+        let mut a = job("a", 10, JobState::Running, "h100", None);
+        a.admitted_at = Some(t(30));
+        let mut c = change(Some(a), "h100", 30);
+        c.state = Some(JobState::Admitted);
+        assert_eq!(patch(&mut l, &team(), true, &c), Patched::Refetch);
+        assert_eq!(
+            l.jobs[1].state,
+            JobState::Running,
+            "the row itself is shown as it is"
+        );
+        // The start itself, sent after: it held no place in the queue by then.
+        let mut l = list(
+            vec![
+                job("b", 20, JobState::Queued, "h100", Some(1)),
+                job("a", 10, JobState::Admitted, "h100", None),
+            ],
+            2,
+            false,
+        );
+        let mut c = change(
+            Some(job("a", 10, JobState::Running, "h100", None)),
+            "h100",
+            40,
+        );
+        c.state = Some(JobState::Running);
+        assert_eq!(patch(&mut l, &team(), true, &c), Patched::Changed);
     }
 
     #[test]
