@@ -143,9 +143,10 @@ pub struct JobList {
     /// change numbered higher may not be in it (see `LiveEvent::Job::seq`).
     #[serde(default)]
     pub live_seq: u64,
-    /// The newest job the filter selected (on any page) when the list was read, in the list's
-    /// order: `total` counts it and every job before it, so a job launched later and newer
-    /// than it is not counted yet. `None` when the filter selected none.
+    /// The newest job `total` counts (on whichever page it is), in the list's order: a job
+    /// newer than it was not counted yet. (An older one may not have been either: a launch
+    /// stored just after the read can be older than one stored just before.) `None` when the
+    /// filter selected none.
     #[serde(default)]
     pub newest: Option<JobKey>,
 }

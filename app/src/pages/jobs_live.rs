@@ -53,10 +53,16 @@ pub fn patch(list: &mut JobList, terms: &JobTerms, first_page: bool, c: &Change)
     // Where the row stood before: its state and queue position.
     let before = was.map(|i| (list.jobs[i].state, list.jobs[i].queue_position));
     // Queue positions of the other shown rows of the pool: a job that joined ahead of them
-    // or left the queue moves them; the row tells its own place, not theirs. By the state
-    // this change is about: the row may be newer (a change sent again carries the row as it
-    // is now, so the change that took a job from the queue may carry it already running).
-    let moves_others = match c.state.unwrap_or(row.state) {
+    // or left the queue moves them; the row tells its own place, not theirs. The row may be
+    // newer than the change (a change sent again carries the row as it is now): a change
+    // that took the job out of the queue counts as that even when its row is already
+    // running. (A launch whose row is already admitted is taken by its row: admitted at
+    // once, it never held a place; had it waited, its admission is a change of its own.)
+    let to = match c.state {
+        Some(s @ (JobState::Admitted | JobState::Cancelled)) => s,
+        _ => row.state,
+    };
+    let moves_others = match to {
         JobState::Queued => match (before, row.queue_position) {
             (Some((JobState::Queued, Some(b))), Some(p)) if b == p => false,
             (_, Some(p)) => queued_behind(list, &row.pool, &row.id, p),
@@ -68,7 +74,7 @@ pub fn patch(list: &mut JobList, terms: &JobTerms, first_page: bool, c: &Change)
             let from = match before {
                 Some((JobState::Queued, p)) => Some(p.unwrap_or(0)),
                 Some(_) => None,
-                None if row.state == JobState::Admitted && launched_by(row, c) => None,
+                None if to == JobState::Admitted && launched_by(row, c) => None,
                 None => Some(0),
             };
             from.is_some_and(|p| queued_behind(list, &row.pool, &row.id, p))
@@ -120,13 +126,18 @@ pub fn patch(list: &mut JobList, terms: &JobTerms, first_page: bool, c: &Change)
                 Patched::Changed
             } else if terms.state.is_none() && !terms.active {
                 // The terms do not depend on the state, so a job on another page was counted
-                // already; only a new job adds to the count, and a new job is the newest. A
-                // launch told of after the list was read may be in it all the same (it was
-                // stored while the list was being read): then it is not newer than the
-                // newest job the count held.
-                if above && launched_by(row, c) && newer_than_counted(list, row) {
-                    list.total += 1;
-                    Patched::Changed
+                // already; only a new job adds to the count. A launch told of after the list
+                // was read may be in it all the same (stored while the list was being read):
+                // newer than the newest job the count held, it was not; otherwise it may
+                // have been (launches are not stored in the order of their times), so the
+                // count is asked for again.
+                if above && launched_by(row, c) {
+                    if newer_than_counted(list, row) {
+                        list.total += 1;
+                        Patched::Changed
+                    } else {
+                        Patched::Refetch
+                    }
                 } else {
                     Patched::Nothing
                 }
@@ -327,6 +338,8 @@ pub(crate) mod tests {
             9,
             true,
         );
+        // A later page: the newest job counted is on the first.
+        l.newest = Some(JobKey::of(&job("f", 50, JobState::Running, "h100", None)));
         let mut done = job("a", 10, JobState::Succeeded, "h100", None);
         done.finished_at = Some(t(60));
         assert_eq!(
@@ -417,9 +430,11 @@ pub(crate) mod tests {
         );
         let m = job("m", 60, JobState::Admitted, "h100", None);
         l.newest = Some(JobKey::of(&m));
+        // Not newer than the newest the count held: it may be counted, or not (two
+        // launches stored in the other order than their times): asked again, not added.
         assert_eq!(
             patch(&mut l, &team(), false, &change(Some(m), "h100", 60)),
-            Patched::Nothing
+            Patched::Refetch
         );
         assert_eq!(l.total, 9, "counted twice");
         // A launch after the read adds one, and only once should it be told again.
@@ -431,7 +446,7 @@ pub(crate) mod tests {
         assert_eq!(l.total, 10);
         assert_eq!(
             patch(&mut l, &team(), false, &change(Some(n), "h200", 70)),
-            Patched::Nothing
+            Patched::Refetch
         );
         assert_eq!((ids(&l), l.total), (vec!["b", "a"], 10));
     }
@@ -474,6 +489,16 @@ pub(crate) mod tests {
         );
         c.state = Some(JobState::Running);
         assert_eq!(patch(&mut l, &team(), true, &c), Patched::Changed);
+        // A launch told of as queued whose row was read admitted: admitted at once, it never
+        // held a place, and "b" (queued in the same pool) did not move.
+        let mut c = change(
+            Some(job("n", 50, JobState::Admitted, "h100", None)),
+            "h100",
+            50,
+        );
+        c.state = Some(JobState::Queued);
+        assert_eq!(patch(&mut l, &team(), true, &c), Patched::Changed);
+        assert_eq!(ids(&l), ["n", "b", "a"]);
     }
 
     #[test]

@@ -729,7 +729,7 @@ impl Db {
 
     /// A page of jobs as [`Db::list_jobs`] reads it, how many jobs `q`'s filters select in
     /// all (the cursor aside), and the newest of those (its submission time and id), in one
-    /// statement (so the count holds exactly the jobs up to the newest).
+    /// statement: a job newer than that newest one is not in the count.
     pub async fn page_of_jobs(&self, q: &JobQuery) -> Result<JobPageRows> {
         let Some((sql, args)) = self.page_sql(q) else {
             return Ok(JobPageRows::default());
