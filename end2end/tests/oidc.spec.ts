@@ -1,3 +1,4 @@
+import * as http from "node:http";
 import { Page, request } from "@playwright/test";
 import { idpPort, oidcPort } from "../playwright.config";
 import { SHOTS, expect, hydrated, test } from "./helpers";
@@ -89,6 +90,68 @@ test("a sign-in started and not finished keeps its session for minutes, a finish
   const signedIn = (await page.context().cookies()).find((c) => c.name === "gantry_session");
   // The sessions' idle time (12 h by default), no longer the pending sign-in's 10 minutes.
   expect(signedIn!.expires).toBeGreaterThan(Date.now() / 1000 + 11 * 3600);
+});
+
+// And each start without a cookie stores one: from one address only so many in 10 minutes.
+test("sign-ins started without a cookie are bounded per address, so they cannot fill the session store", async ({ page, browserErrors }) => {
+  // Plain requests without a cookie jar (node:http: fetch would add a Sec-Fetch-Mode of its
+  // own): each start is a new session, as from a script asking again and again.
+  const get = (headers: Record<string, string>) =>
+    new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }>((done, fail) => {
+      const req = http.get(`${gantry}/auth/login`, { headers }, (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk) => (body += chunk));
+        res.on("end", () => done({ status: res.statusCode!, headers: res.headers, body }));
+      });
+      req.on("error", fail);
+    });
+  const start = (from: string, cookie?: string) =>
+    get({ "x-forwarded-for": from, ...(cookie ? { cookie } : {}) });
+  // What a page elsewhere can make a visitor's browser ask for (an image, a frame, a script's
+  // fetch): refused before it stores a session or counts against the address.
+  for (const [mode, dest] of [["no-cors", "image"], ["navigate", "iframe"], ["cors", "empty"]]) {
+    const res = await get({
+      "x-forwarded-for": "198.51.100.7",
+      "sec-fetch-mode": mode,
+      "sec-fetch-dest": dest,
+      "sec-fetch-site": "cross-site",
+    });
+    expect(res.status, dest).toBe(403);
+    expect(res.headers["set-cookie"], dest).toBeUndefined();
+    expect(res.body).toContain("not from an image, a frame or a script");
+  }
+  // A browser's own navigation to it is a start like any other.
+  const navigation = { "sec-fetch-mode": "navigate", "sec-fetch-dest": "document", "sec-fetch-site": "same-origin" };
+  let kept = "";
+  for (let i = 0; i < 100; i++) {
+    const res = await (i % 2 ? start("198.51.100.7") : get({ "x-forwarded-for": "198.51.100.7", ...navigation }));
+    expect(res.status, `start ${i + 1}`).toBe(303);
+    kept = res.headers["set-cookie"]![0].split(";")[0];
+  }
+  const refused = await start("198.51.100.7");
+  expect(refused.status).toBe(429);
+  expect(Number(refused.headers["retry-after"])).toBeGreaterThan(500);
+  expect(Number(refused.headers["retry-after"])).toBeLessThanOrEqual(600);
+  expect(refused.headers["set-cookie"], "no session stored").toBeUndefined();
+  expect(refused.body).toContain("Too many sign-ins were started from your address in the last 10 minutes");
+  // What the person sees, on a wide screen and a phone.
+  browserErrors.allow(/status of 429 \(Too Many Requests\)/);
+  await page.setExtraHTTPHeaders({ "x-forwarded-for": "198.51.100.7" });
+  for (const [width, height] of [[1440, 900], [390, 844]]) {
+    await page.setViewportSize({ width, height });
+    const res = await page.goto(`${gantry}/auth/login`);
+    expect(res!.status()).toBe(429);
+    await expect(page.getByTestId("sign-in-failed")).toContainText("Try again in 10 min");
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);
+    await page.screenshot({ path: `${SHOTS}/oidc-too-many-${width}.png`, fullPage: true });
+  }
+  await page.setExtraHTTPHeaders({});
+  // A made-up cookie is no session: still refused.
+  expect((await start("198.51.100.7", "gantry_session=AAAAAAAAAAAAAAAAAAAAAA")).status).toBe(429);
+  // A browser holding its pending session starts again in it; another address is not held back.
+  expect((await start("198.51.100.7", kept)).status).toBe(303);
+  expect((await start("198.51.100.8")).status).toBe(303);
 });
 
 test("someone whose groups map to no team sees a page saying so, not an error", async ({ page, browserErrors }) => {

@@ -52,6 +52,15 @@ pub struct OidcConfig {
     /// The provider's name on the sign-in button, e.g. "Keycloak".
     #[serde(default = "default_provider_name")]
     pub provider_name: String,
+    /// Sign-ins one client address may start in 10 minutes without a session cookie (each
+    /// stores a session for the round trip to the provider); one more is a 429. Raise it when
+    /// many people reach Gantry through one address that is not a trusted proxy (a NAT).
+    #[serde(default = "default_pending_per_address")]
+    pub pending_per_address: u32,
+}
+
+pub(super) fn default_pending_per_address() -> u32 {
+    100
 }
 
 pub(super) fn default_scopes() -> Vec<String> {
@@ -162,6 +171,15 @@ impl OidcConfig {
             return Err(ConfigError::Invalid {
                 key: "auth.oidc.scopes",
                 message: format!("must include \"openid\", got {:?}", self.scopes),
+            });
+        }
+        if !(1..=100_000).contains(&self.pending_per_address) {
+            return Err(ConfigError::Invalid {
+                key: "auth.oidc.pending_per_address",
+                message: format!(
+                    "must be from 1 to 100000 sign-ins, got {}",
+                    self.pending_per_address
+                ),
             });
         }
         for (group, grant) in &self.groups {

@@ -144,6 +144,17 @@ fn oidc_settings_are_checked_and_turn_local_sign_in_off() {
     ])
     .unwrap();
     assert_eq!(c.auth.oidc.unwrap().groups.len(), 2);
+    assert_eq!(
+        oidc(&[]).unwrap().auth.oidc.unwrap().pending_per_address,
+        100
+    );
+    let e = oidc(&[("auth.oidc.pending_per_address", "0")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("auth.oidc.pending_per_address") && e.contains("1 to 100000"),
+        "{e}"
+    );
     let e = with(&[("auth.oidc.issuer", "https://idp.example.com")])
         .unwrap_err()
         .to_string();

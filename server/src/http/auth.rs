@@ -21,7 +21,8 @@ const ID_TOKEN_KEY: &str = "id_token";
 const PENDING_KEY: &str = "oidc_pending";
 /// How long a sign-in started at the provider and not finished is kept. Starting one needs no
 /// credential, so each `GET /auth/login` without a cookie stores a session: kept for the
-/// sessions' idle time (12 h), anyone could fill the store by asking again and again.
+/// sessions' idle time (12 h), anyone could fill the store by asking again and again; how many
+/// may be started is bounded too (`oidc::PendingStarts`).
 pub const PENDING_MINUTES: i64 = 10;
 pub use crate::domain::token::{new_token, token_hash, TOKEN_PREFIX};
 pub use crate::service::session::{
@@ -143,6 +144,8 @@ pub struct LoginQuery {
 pub async fn oidc_login(
     State(state): State<AppState>,
     session: Session,
+    crate::http::request_id::ClientAddr(address): crate::http::request_id::ClientAddr,
+    headers: HeaderMap,
     Query(q): Query<LoginQuery>,
 ) -> Response {
     let Some(oidc) = &state.oidc else {
@@ -151,15 +154,50 @@ pub async fn oidc_login(
         ))
         .into_response();
     };
+    // A browser says what a request is for: a sign-in starts as a page of its own. An image,
+    // a frame or a script elsewhere that asks for this address (a page making each visitor
+    // start a hundred sign-ins, to use up their address's allowance) is refused before it
+    // stores or counts anything. A client that says nothing (curl) is taken at its word.
+    let fetch = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_ascii_lowercase)
+    };
+    if fetch("sec-fetch-mode").is_some_and(|m| m != "navigate")
+        || fetch("sec-fetch-dest").is_some_and(|d| d != "document")
+    {
+        return sign_in_failed(&state, &SignInError::NotNavigation);
+    }
+    // Loaded first: a cookie naming no stored session (made up, or expired) leaves no id.
+    let signed_in = match session.get::<String>(USER_KEY).await {
+        Ok(user) => user.is_some(),
+        Err(e) => return ApiFailure::from(crate::error::internal(e)).into_response(),
+    };
     match oidc.begin(&safe_next(q.next.as_deref()), Utc::now()).await {
         Ok((url, pending)) => {
+            // Without a session this start stores one: counted, so that asking again and
+            // again cannot fill the store (a browser holding its session reuses it). Only a
+            // start that stores one counts: one the provider could not be reached for does not.
+            if session.id().is_none() {
+                if let Err(refused) = oidc
+                    .pending
+                    .admit(address.as_deref(), std::time::Instant::now())
+                {
+                    tracing::warn!(address = ?address, everyone = refused.everyone, "sign-in refused: too many started and not finished");
+                    let mut res = sign_in_failed(&state, &refused.error());
+                    res.headers_mut().insert(
+                        http::header::RETRY_AFTER,
+                        http::HeaderValue::from(refused.retry_after_s()),
+                    );
+                    return res;
+                }
+            }
             // Someone not signed in gets a session only for the sign-in's round trip.
-            match session.get::<String>(USER_KEY).await {
-                Ok(Some(_)) => {}
-                Ok(None) => session.set_expiry(Some(tower_sessions::Expiry::OnInactivity(
+            if !signed_in {
+                session.set_expiry(Some(tower_sessions::Expiry::OnInactivity(
                     time::Duration::minutes(PENDING_MINUTES),
-                ))),
-                Err(e) => return ApiFailure::from(crate::error::internal(e)).into_response(),
+                )));
             }
             if let Err(e) = session.insert(PENDING_KEY, pending).await {
                 return ApiFailure::from(crate::error::internal(e)).into_response();

@@ -127,12 +127,22 @@ pub enum SignInError {
     Verification(String),
     #[error("The identity provider at {issuer} did not answer: {detail}")]
     Unreachable { issuer: String, detail: String },
+    #[error("Too many sign-ins were started from your address in the last 10 minutes and not finished. Try again in {minutes} min.")]
+    TooMany { minutes: u64 },
+    #[error("Too many sign-ins are in progress on this server right now. Try again in {minutes} min; anyone already signed in is not affected.")]
+    Busy { minutes: u64 },
+    #[error("A sign-in starts in the browser's address bar or from a link, not from an image, a frame or a script. Open the sign-in page instead.")]
+    NotNavigation,
 }
 
 impl SignInError {
     pub fn status(&self) -> http::StatusCode {
         match self {
             SignInError::Unreachable { .. } => http::StatusCode::BAD_GATEWAY,
+            SignInError::TooMany { .. } | SignInError::Busy { .. } => {
+                http::StatusCode::TOO_MANY_REQUESTS
+            }
+            SignInError::NotNavigation => http::StatusCode::FORBIDDEN,
             SignInError::Refused(_) | SignInError::CodeRejected | SignInError::Verification(_) => {
                 http::StatusCode::UNAUTHORIZED
             }
@@ -145,6 +155,121 @@ pub struct Oidc {
     config: OidcConfig,
     http: openidconnect::reqwest::Client,
     provider: tokio::sync::Mutex<Option<Arc<Provider>>>,
+    /// Sign-ins started without a session (each stores one), by address.
+    pub pending: PendingStarts,
+}
+
+/// Sign-ins started without a session cookie in the last [`PENDING_FOR`]. Starting one needs
+/// no credential and stores a session for the round trip, so without a bound anyone could
+/// fill the session store: one client address (an IPv6 address by its /64, which one holder
+/// has whole) may start `per_address` of them, and all addresses together
+/// [`PendingStarts::IN_ALL`] (as many session rows of a few hundred bytes at most). A browser
+/// that starts again with its pending session's cookie reuses that session and is not
+/// counted.
+#[derive(Debug)]
+pub struct PendingStarts {
+    per_address: usize,
+    window: Duration,
+    starts: std::sync::Mutex<Starts>,
+}
+
+#[derive(Debug, Default)]
+struct Starts {
+    /// Every counted start, oldest first, and its address.
+    all: std::collections::VecDeque<(Instant, Option<String>)>,
+    /// The counted starts of each address, oldest first.
+    by_address: std::collections::HashMap<Option<String>, std::collections::VecDeque<Instant>>,
+}
+
+impl PendingStarts {
+    /// Starts kept from all addresses together.
+    pub const IN_ALL: usize = 50_000;
+
+    pub fn new(per_address: u32, window: Duration) -> PendingStarts {
+        PendingStarts {
+            per_address: per_address as usize,
+            window,
+            starts: std::sync::Mutex::default(),
+        }
+    }
+
+    /// Counts a start from `address` at `now`, or says how long until it may start and
+    /// whether the bound reached is all addresses' ([`PendingStarts::IN_ALL`]) or this one's
+    /// (`per_address`).
+    pub fn admit(&self, address: Option<&str>, now: Instant) -> Result<(), Refused> {
+        let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
+        let Starts { all, by_address } = &mut *starts;
+        while let Some((at, from)) = all.front() {
+            if now.saturating_duration_since(*at) < self.window {
+                break;
+            }
+            if let Some(q) = by_address.get_mut(from) {
+                q.pop_front();
+                if q.is_empty() {
+                    by_address.remove(from);
+                }
+            }
+            all.pop_front();
+        }
+        let wait = |since: Instant| {
+            self.window
+                .saturating_sub(now.saturating_duration_since(since))
+        };
+        if all.len() >= Self::IN_ALL {
+            return Err(Refused {
+                wait: all.front().map_or(self.window, |(at, _)| wait(*at)),
+                everyone: true,
+            });
+        }
+        let key = address.map(address_key);
+        let mine = by_address.entry(key.clone()).or_default();
+        if mine.len() >= self.per_address {
+            return Err(Refused {
+                wait: mine.front().map_or(self.window, |at| wait(*at)),
+                everyone: false,
+            });
+        }
+        mine.push_back(now);
+        all.push_back((now, key));
+        Ok(())
+    }
+}
+
+/// A start [`PendingStarts::admit`] refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// Until a start may be counted again.
+    pub wait: Duration,
+    /// The bound for all addresses together was reached, not the address's own.
+    pub everyone: bool,
+}
+
+impl Refused {
+    /// Whole seconds, rounded up: a client waiting this long is not refused again.
+    pub fn retry_after_s(&self) -> u64 {
+        (self.wait.as_secs() + u64::from(self.wait.subsec_nanos() > 0)).max(1)
+    }
+
+    /// What the person is told.
+    pub fn error(&self) -> SignInError {
+        let minutes = self.retry_after_s().div_ceil(60);
+        if self.everyone {
+            SignInError::Busy { minutes }
+        } else {
+            SignInError::TooMany { minutes }
+        }
+    }
+}
+
+/// What [`PendingStarts`] counts an address as: an IPv6 address by its /64.
+fn address_key(address: &str) -> String {
+    match address.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_none() => {
+            let s = v6.segments();
+            format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+        }
+        _ => address.to_string(),
+    }
 }
 
 impl std::fmt::Debug for Oidc {
@@ -165,6 +290,10 @@ impl Oidc {
             .timeout(Duration::from_secs(10))
             .build()?;
         Ok(Oidc {
+            pending: PendingStarts::new(
+                config.pending_per_address,
+                PENDING_FOR.to_std().unwrap_or(Duration::from_secs(600)),
+            ),
             config,
             http,
             provider: tokio::sync::Mutex::new(None),
@@ -470,6 +599,73 @@ mod subtle_eq {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sign_ins_started_are_bounded_per_address_and_in_all() {
+        let limit = PendingStarts::new(3, Duration::from_secs(600));
+        let t0 = Instant::now();
+        let at = |secs| t0 + Duration::from_secs(secs);
+        for i in 0..3 {
+            assert_eq!(limit.admit(Some("192.0.2.1"), at(i)), Ok(()));
+        }
+        // The fourth waits until the first is 10 minutes old.
+        let refused = limit.admit(Some("192.0.2.1"), at(100)).unwrap_err();
+        assert_eq!(
+            refused,
+            Refused {
+                wait: Duration::from_secs(500),
+                everyone: false
+            }
+        );
+        assert_eq!(refused.retry_after_s(), 500);
+        assert!(refused.error().to_string().contains("from your address"));
+        assert_eq!(
+            limit.admit(Some("192.0.2.2"), at(100)),
+            Ok(()),
+            "another address"
+        );
+        assert_eq!(
+            limit.admit(Some("192.0.2.1"), at(600)),
+            Ok(()),
+            "the first expired"
+        );
+        assert!(limit.admit(Some("192.0.2.1"), at(600)).is_err());
+        // An IPv6 address counts by its /64: its holder has all of it.
+        for i in 1..=3 {
+            let a = format!("2001:db8:1:2::{i}");
+            assert_eq!(limit.admit(Some(&a), at(700)), Ok(()));
+        }
+        assert!(limit.admit(Some("2001:db8:1:2:ffff::9"), at(700)).is_err());
+        assert_eq!(limit.admit(Some("2001:db8:1:3::1"), at(700)), Ok(()));
+
+        // All addresses together: the store holds at most IN_ALL pending sign-ins.
+        let limit = PendingStarts::new(1, Duration::from_secs(600));
+        for i in 0..PendingStarts::IN_ALL {
+            let a = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
+            assert_eq!(limit.admit(Some(&a), at(i as u64 / 100)), Ok(()), "{a}");
+        }
+        let last = PendingStarts::IN_ALL as u64 / 100;
+        let refused = limit.admit(Some("203.0.113.9"), at(last)).unwrap_err();
+        assert_eq!(
+            refused,
+            Refused {
+                wait: Duration::from_secs(600 - last),
+                everyone: true
+            }
+        );
+        assert!(refused
+            .error()
+            .to_string()
+            .contains("in progress on this server"));
+        // Rounded up: waiting exactly that long is enough.
+        let part = Refused {
+            wait: Duration::from_millis(1500),
+            everyone: false,
+        };
+        assert_eq!(part.retry_after_s(), 2);
+        // As the oldest expire, room comes back.
+        assert_eq!(limit.admit(Some("203.0.113.9"), at(600)), Ok(()));
+    }
 
     #[test]
     fn groups_map_to_teams_and_roles() {
