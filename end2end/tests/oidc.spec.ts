@@ -154,6 +154,23 @@ test("sign-ins started without a cookie are bounded per address, so they cannot 
   expect((await start("198.51.100.8")).status).toBe(303);
 });
 
+test("a token made under single sign-on says it works while its owner keeps signing in", async ({ page }) => {
+  await ssoSignIn(page, "nina");
+  await page.goto(`${gantry}/profile`);
+  await hydrated(page);
+  await page.getByTestId("token-name").fill("ci-pipeline");
+  await page.getByTestId("token-create").click();
+  await expect(page.getByTestId("token-created")).toContainText("It works while you sign in to Gantry at least every 30 days");
+  await page.screenshot({ path: `${SHOTS}/oidc-token-created.png`, fullPage: true });
+  // And it works: nina signed in just now.
+  const token = await page.getByTestId("token-secret").inputValue();
+  const plain = await request.newContext();
+  const me = await plain.get(`${gantry}/api/v1/me`, { headers: { authorization: `Bearer ${token}` } });
+  expect(me.status()).toBe(200);
+  expect((await me.json()).user).toBe("nina");
+  await plain.dispose();
+});
+
 test("someone whose groups map to no team sees a page saying so, not an error", async ({ page, browserErrors }) => {
   // The page is a refusal (403): the browser logs that status.
   browserErrors.allow(/status of 403 \(Forbidden\)/);

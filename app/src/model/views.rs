@@ -467,6 +467,10 @@ pub struct ApiTokenInfo {
 pub struct NewApiToken {
     pub token: String,
     pub info: ApiTokenInfo,
+    /// Under single sign-on: the token works while its owner signs in to Gantry at least this
+    /// often, in days (their teams and role come from the provider at sign-in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sign_in_days: Option<u32>,
 }
 
 /// The secret stays out of `Debug` (and so out of logs).
@@ -475,6 +479,7 @@ impl std::fmt::Debug for NewApiToken {
         f.debug_struct("NewApiToken")
             .field("token", &format_args!("{}…", self.info.prefix))
             .field("info", &self.info)
+            .field("sign_in_days", &self.sign_in_days)
             .finish()
     }
 }

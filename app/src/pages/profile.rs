@@ -98,7 +98,8 @@ fn Profile() -> impl IntoView {
             {move || match create.value().get() {
                 Some(Ok(t)) => Some(view! {
                     <div class="notice" data-testid="token-created">
-                        <p><strong>{format!("Token \u{201c}{}\u{201d} created.", t.info.name)}</strong>" Copy it now: it will not be shown again."</p>
+                        <p><strong>{format!("Token \u{201c}{}\u{201d} created.", t.info.name)}</strong>" Copy it now: it will not be shown again."
+                            {t.sign_in_days.map(|d| format!(" It works while you sign in to Gantry at least every {d} days: your teams and role come from your sign-in."))}</p>
                         <input class="token-secret" type="text" readonly aria-label="New API token" data-testid="token-secret" prop:value=t.token.clone()/>
                     </div>
                 }.into_any()),

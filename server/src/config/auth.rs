@@ -57,6 +57,16 @@ pub struct OidcConfig {
     /// many people reach Gantry through one address that is not a trusted proxy (a NAT).
     #[serde(default = "default_pending_per_address")]
     pub pending_per_address: u32,
+    /// A personal API token works only while its owner has signed in through the provider
+    /// within this many days: teams and role come from the groups at sign-in, so someone
+    /// taken out of a group (or gone) keeps a token's old rights until then at most. 0: no
+    /// such bound (a token works until it expires or is revoked).
+    #[serde(default = "default_token_sign_in_days")]
+    pub token_sign_in_days: u32,
+}
+
+pub(super) fn default_token_sign_in_days() -> u32 {
+    30
 }
 
 pub(super) fn default_pending_per_address() -> u32 {
@@ -179,6 +189,15 @@ impl OidcConfig {
                 message: format!(
                     "must be from 1 to 100000 sign-ins, got {}",
                     self.pending_per_address
+                ),
+            });
+        }
+        if self.token_sign_in_days > 3650 {
+            return Err(ConfigError::Invalid {
+                key: "auth.oidc.token_sign_in_days",
+                message: format!(
+                    "must be from 0 (no bound) to 3650 days, got {}",
+                    self.token_sign_in_days
                 ),
             });
         }

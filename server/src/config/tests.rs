@@ -148,6 +148,11 @@ fn oidc_settings_are_checked_and_turn_local_sign_in_off() {
         oidc(&[]).unwrap().auth.oidc.unwrap().pending_per_address,
         100
     );
+    assert_eq!(oidc(&[]).unwrap().auth.oidc.unwrap().token_sign_in_days, 30);
+    let e = oidc(&[("auth.oidc.token_sign_in_days", "5000")])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("auth.oidc.token_sign_in_days"), "{e}");
     let e = oidc(&[("auth.oidc.pending_per_address", "0")])
         .unwrap_err()
         .to_string();

@@ -221,6 +221,17 @@ impl Db {
         rows.iter().map(token_row).collect()
     }
 
+    /// When `user` last signed in through an OpenID provider; `None`: never.
+    pub async fn last_sign_in(&self, user: &str) -> Result<Option<DateTime<Utc>>> {
+        let row =
+            sqlx::query("SELECT MAX(last_sign_in_at) AS at FROM user_identity WHERE user_id = $1")
+                .bind(user)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(map_err)?;
+        Ok(row.try_get::<Option<i64>, _>("at")?.map(from_ms))
+    }
+
     /// The token with this hash, revoked or not (the caller decides).
     pub async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRow>> {
         sqlx::query(&format!(

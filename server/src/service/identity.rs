@@ -112,6 +112,18 @@ impl Portal {
         if row.revoked_at.is_some() || row.expires_at.is_some_and(|e| e <= now) {
             return Err(refused());
         }
+        // Teams and role are what the owner's groups gave at their last sign-in: a token
+        // works only while that is recent, so one taken out of a group at the provider (or
+        // gone) does not keep its rights through a token.
+        if let Some(days) = self.token_sign_in_days {
+            let last = self.db.last_sign_in(&row.user).await?;
+            if last.is_none_or(|t| now - t > chrono::TimeDelta::days(days.into())) {
+                return Err(Error::unauthorized(format!(
+                    "this API token's owner has not signed in to Gantry through {} in the last {days} days, so their teams and role may be out of date: sign in to Gantry once and the token works again",
+                    self.sso_provider.as_deref().unwrap_or("the identity provider")
+                )));
+            }
+        }
         // "Last used" to the minute: not a database write on every call.
         if row
             .last_used_at
@@ -233,6 +245,7 @@ impl Portal {
         Ok(NewApiToken {
             token,
             info: token_info(row),
+            sign_in_days: self.token_sign_in_days,
         })
     }
 

@@ -59,6 +59,9 @@ pub struct Portal {
     dev_login: bool,
     /// The OpenID provider's name, when single sign-on is configured.
     sso_provider: Option<String>,
+    /// Under single sign-on, how recently a token's owner must have signed in for the token
+    /// to work (`auth.oidc.token_sign_in_days`).
+    token_sign_in_days: Option<u32>,
     /// Sessions end this long after sign-in.
     session_limits: session::SessionLimits,
     /// The time zone accounting days are counted in.
@@ -96,6 +99,7 @@ impl Portal {
             live,
             dev_login,
             sso_provider: None,
+            token_sign_in_days: None,
             session_limits: session::SessionLimits {
                 absolute: chrono::TimeDelta::hours(24),
                 idle: chrono::TimeDelta::hours(12),
@@ -152,6 +156,11 @@ impl Portal {
     /// Sign-in settings: the provider's name for the sign-in page, the sessions' lifetime.
     pub fn with_auth(mut self, auth: &crate::config::AuthConfig) -> Self {
         self.sso_provider = auth.oidc.as_ref().map(|o| o.provider_name.clone());
+        self.token_sign_in_days = auth
+            .oidc
+            .as_ref()
+            .map(|o| o.token_sign_in_days)
+            .filter(|d| *d > 0);
         let minutes = |m: f64| chrono::TimeDelta::milliseconds((m * 60_000.0) as i64);
         self.session_limits = session::SessionLimits {
             absolute: minutes(auth.session_absolute_minutes),

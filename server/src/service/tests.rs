@@ -409,3 +409,106 @@ async fn a_request_memo_answers_each_key_once() {
     );
     assert_eq!(reads.load(Ordering::SeqCst), 4);
 }
+
+/// Under single sign-on a personal API token stands for its owner's teams and role as their
+/// groups gave them at their last sign-in: it works only while that sign-in is recent.
+#[tokio::test]
+async fn under_single_sign_on_a_token_works_while_its_owner_keeps_signing_in() {
+    let db = TestDb::sqlite();
+    let f = Fixture::start(&db).await;
+    let mut auth = crate::config::Config::default().auth;
+    auth.oidc = Some(crate::config::OidcConfig {
+        issuer: "https://idp.example.com".into(),
+        client_id: "gantry".into(),
+        client_secret: None,
+        redirect_url: "https://gantry.example.com/auth/callback".into(),
+        scopes: vec!["openid".into()],
+        groups_claim: "groups".into(),
+        groups: Default::default(),
+        post_logout_redirect_url: None,
+        provider_name: "Keycloak".into(),
+        pending_per_address: 100,
+        token_sign_in_days: 30,
+    });
+    let portal = crate::service::Portal::new(
+        f.db.clone(),
+        f.portal.cluster().clone(),
+        tokio::sync::watch::channel(0).1,
+        crate::service::LiveTx::new(16),
+        false,
+    )
+    .with_auth(&auth);
+    let now = chrono::Utc::now();
+    let teams = [app::model::Membership {
+        team: "nlp".into(),
+        role: app::model::Role::Member,
+    }];
+    let sign_in = |days_ago: i64| crate::domain::identity::IdentitySignIn {
+        issuer: "https://idp.example.com",
+        subject: "s-1",
+        wanted_user_id: "dana",
+        display_name: "Dana",
+        email: None,
+        is_admin: false,
+        teams: &teams,
+        groups: &[],
+        at: now - chrono::TimeDelta::days(days_ago),
+    };
+    let user = portal.sign_in_identity(&sign_in(29)).await.unwrap();
+    let viewer = portal.viewer_by_id(&user).await.unwrap().unwrap();
+    let created = portal
+        .create_token(&viewer, "ci".into(), None)
+        .await
+        .unwrap();
+    // Its creator is told, once, with the token.
+    assert_eq!(created.sign_in_days, Some(30));
+    let token = created.token;
+    // Signed in 29 days ago: it works.
+    assert_eq!(portal.viewer_by_token(&token).await.unwrap().user, user);
+    // 31 days: refused, saying why and what to do.
+    portal.sign_in_identity(&sign_in(31)).await.unwrap();
+    let err = portal.viewer_by_token(&token).await.unwrap_err();
+    assert_eq!(err.status(), 401, "{err:?}");
+    let said = err.to_string();
+    assert!(
+        said.contains("through Keycloak in the last 30 days") && said.contains("sign in"),
+        "{said}"
+    );
+    // Signing in again makes it work again.
+    portal.sign_in_identity(&sign_in(0)).await.unwrap();
+    assert_eq!(portal.viewer_by_token(&token).await.unwrap().user, user);
+    // A user who never signed in through the provider has no token that works.
+    let alice = portal.viewer_by_id("alice").await.unwrap().unwrap();
+    let theirs = f
+        .portal
+        .create_token(&alice, "old".into(), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        theirs.sign_in_days, None,
+        "without single sign-on, no bound"
+    );
+    let theirs = theirs.token;
+    assert_eq!(
+        portal.viewer_by_token(&theirs).await.unwrap_err().status(),
+        401
+    );
+    // With the bound off (0), or without single sign-on, the same token works.
+    auth.oidc.as_mut().unwrap().token_sign_in_days = 0;
+    let unbounded = crate::service::Portal::new(
+        f.db.clone(),
+        f.portal.cluster().clone(),
+        tokio::sync::watch::channel(0).1,
+        crate::service::LiveTx::new(16),
+        false,
+    )
+    .with_auth(&auth);
+    assert_eq!(
+        unbounded.viewer_by_token(&theirs).await.unwrap().user,
+        "alice"
+    );
+    assert_eq!(
+        f.portal.viewer_by_token(&theirs).await.unwrap().user,
+        "alice"
+    );
+}
