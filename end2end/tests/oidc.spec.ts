@@ -110,16 +110,23 @@ test("sign-ins started without a cookie are bounded per address, so they cannot 
     get({ "x-forwarded-for": from, ...(cookie ? { cookie } : {}) });
   // What a page elsewhere can make a visitor's browser ask for (an image, a frame, a script's
   // fetch): refused before it stores a session or counts against the address.
-  for (const [mode, dest] of [["no-cors", "image"], ["navigate", "iframe"], ["cors", "empty"]]) {
+  for (const [mode, dest, purpose] of [
+    ["no-cors", "image", ""],
+    ["navigate", "iframe", ""],
+    ["cors", "empty", ""],
+    ["navigate", "document", "prefetch"],
+    ["navigate", "document", "prefetch;prerender"],
+  ]) {
     const res = await get({
       "x-forwarded-for": "198.51.100.7",
       "sec-fetch-mode": mode,
       "sec-fetch-dest": dest,
       "sec-fetch-site": "cross-site",
+      ...(purpose ? { "sec-purpose": purpose } : {}),
     });
-    expect(res.status, dest).toBe(403);
+    expect(res.status, `${dest} ${purpose}`).toBe(403);
     expect(res.headers["set-cookie"], dest).toBeUndefined();
-    expect(res.body).toContain("not from an image, a frame or a script");
+    expect(res.body).toContain("not from an image, a frame, a script or a prefetch");
   }
   // A browser's own navigation to it is a start like any other.
   const navigation = { "sec-fetch-mode": "navigate", "sec-fetch-dest": "document", "sec-fetch-site": "same-origin" };
@@ -134,7 +141,7 @@ test("sign-ins started without a cookie are bounded per address, so they cannot 
   expect(Number(refused.headers["retry-after"])).toBeGreaterThan(500);
   expect(Number(refused.headers["retry-after"])).toBeLessThanOrEqual(600);
   expect(refused.headers["set-cookie"], "no session stored").toBeUndefined();
-  expect(refused.body).toContain("Too many sign-ins were started from your address in the last 10 minutes");
+  expect(refused.body).toContain("Too many sign-ins were started from your address in the last 10 minutes.");
   // What the person sees, on a wide screen and a phone.
   browserErrors.allow(/status of 429 \(Too Many Requests\)/);
   await page.setExtraHTTPHeaders({ "x-forwarded-for": "198.51.100.7" });

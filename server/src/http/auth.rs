@@ -155,9 +155,10 @@ pub async fn oidc_login(
         .into_response();
     };
     // A browser says what a request is for: a sign-in starts as a page of its own. An image,
-    // a frame or a script elsewhere that asks for this address (a page making each visitor
-    // start a hundred sign-ins, to use up their address's allowance) is refused before it
-    // stores or counts anything. A client that says nothing (curl) is taken at its word.
+    // a frame, a script or a prefetch (speculation rules) that another site makes a visitor's
+    // browser send (a hundred of them would use up the visitor's address's allowance) is
+    // refused before it stores or counts anything. A client that says nothing (curl) is
+    // taken at its word.
     let fetch = |name: &str| {
         headers
             .get(name)
@@ -166,6 +167,8 @@ pub async fn oidc_login(
     };
     if fetch("sec-fetch-mode").is_some_and(|m| m != "navigate")
         || fetch("sec-fetch-dest").is_some_and(|d| d != "document")
+        || fetch("sec-purpose").is_some()
+        || fetch("purpose").is_some_and(|p| p.contains("prefetch"))
     {
         return sign_in_failed(&state, &SignInError::NotNavigation);
     }
@@ -184,7 +187,7 @@ pub async fn oidc_login(
                     .pending
                     .admit(address.as_deref(), std::time::Instant::now())
                 {
-                    tracing::warn!(address = ?address, everyone = refused.everyone, "sign-in refused: too many started and not finished");
+                    tracing::warn!(address = ?address, everyone = refused.everyone, "sign-in refused: too many started in the last 10 minutes");
                     let mut res = sign_in_failed(&state, &refused.error());
                     res.headers_mut().insert(
                         http::header::RETRY_AFTER,

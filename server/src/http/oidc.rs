@@ -127,11 +127,11 @@ pub enum SignInError {
     Verification(String),
     #[error("The identity provider at {issuer} did not answer: {detail}")]
     Unreachable { issuer: String, detail: String },
-    #[error("Too many sign-ins were started from your address in the last 10 minutes and not finished. Try again in {minutes} min.")]
+    #[error("Too many sign-ins were started from your address in the last 10 minutes. Try again in {minutes} min.")]
     TooMany { minutes: u64 },
     #[error("Too many sign-ins are in progress on this server right now. Try again in {minutes} min; anyone already signed in is not affected.")]
     Busy { minutes: u64 },
-    #[error("A sign-in starts in the browser's address bar or from a link, not from an image, a frame or a script. Open the sign-in page instead.")]
+    #[error("A sign-in starts when you open it in the browser (from the sign-in page, a link or the address bar), not from an image, a frame, a script or a prefetch. Open the sign-in page instead.")]
     NotNavigation,
 }
 
