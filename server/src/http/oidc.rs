@@ -84,13 +84,24 @@ struct Provider {
 }
 
 /// What a sign-in in progress keeps in the (pre-sign-in) session.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Deserialize, Serialize)]
 pub struct Pending {
     state: String,
     nonce: String,
     pkce_verifier: String,
     pub next: String,
     started_at_ms: i64,
+}
+
+/// Without `state`, `nonce` and the PKCE verifier: whoever reads them could finish the
+/// sign-in in another browser.
+impl std::fmt::Debug for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pending")
+            .field("next", &self.next)
+            .field("started_at_ms", &self.started_at_ms)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Who signed in, from verified claims and the group mapping.
@@ -599,6 +610,20 @@ mod subtle_eq {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pending_sign_in_keeps_its_secrets_out_of_debug() {
+        let p = Pending {
+            state: "state-s3cr3t".into(),
+            nonce: "nonce-s3cr3t".into(),
+            pkce_verifier: "verifier-s3cr3t".into(),
+            next: "/jobs".into(),
+            started_at_ms: 1,
+        };
+        let shown = format!("{p:?}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        assert!(shown.contains("/jobs"), "{shown}");
+    }
 
     #[test]
     fn sign_ins_started_are_bounded_per_address_and_in_all() {
