@@ -430,14 +430,18 @@ async fn under_single_sign_on_a_token_works_while_its_owner_keeps_signing_in() {
         pending_per_address: 100,
         token_sign_in_days: 30,
     });
-    let portal = crate::service::Portal::new(
-        f.db.clone(),
-        f.portal.cluster().clone(),
-        tokio::sync::watch::channel(0).1,
-        crate::service::LiveTx::new(16),
-        false,
-    )
-    .with_auth(&auth);
+    // A portal on the fixture's database and cluster, signing in as `auth` says.
+    let with_auth = |auth: &crate::config::AuthConfig| {
+        crate::service::Portal::new(
+            f.db.clone(),
+            f.portal.cluster().clone(),
+            tokio::sync::watch::channel(0).1,
+            crate::service::LiveTx::new(16),
+            false,
+        )
+        .with_auth(auth)
+    };
+    let portal = with_auth(&auth);
     let now = chrono::Utc::now();
     let teams = [app::model::Membership {
         team: "nlp".into(),
@@ -495,14 +499,7 @@ async fn under_single_sign_on_a_token_works_while_its_owner_keeps_signing_in() {
     );
     // With the bound off (0), or without single sign-on, the same token works.
     auth.oidc.as_mut().unwrap().token_sign_in_days = 0;
-    let unbounded = crate::service::Portal::new(
-        f.db.clone(),
-        f.portal.cluster().clone(),
-        tokio::sync::watch::channel(0).1,
-        crate::service::LiveTx::new(16),
-        false,
-    )
-    .with_auth(&auth);
+    let unbounded = with_auth(&auth);
     assert_eq!(
         unbounded.viewer_by_token(&theirs).await.unwrap().user,
         "alice"
