@@ -16,8 +16,8 @@ pub struct JobPageRows {
     pub rows: Vec<JobRow>,
     /// How many jobs the filters select, on every page.
     pub total: u64,
-    /// The newest of them, on whichever page it is.
-    pub newest: Option<app::model::JobKey>,
+    /// The newest of them (submission time, id), on whichever page it is.
+    pub newest: Option<(DateTime<Utc>, String)>,
 }
 
 /// A job as stored; the service adds queue position and reason from the cluster.
@@ -743,15 +743,9 @@ impl Db {
         let newest = if q.after.is_some() {
             let at: Option<i64> = row.try_get("newest_created_at")?;
             let id: Option<String> = row.try_get("newest_job_id")?;
-            at.zip(id).map(|(at, id)| app::model::JobKey {
-                created_at: from_ms(at),
-                id,
-            })
+            at.zip(id).map(|(at, id)| (from_ms(at), id))
         } else {
-            rows.first().map(|r| app::model::JobKey {
-                created_at: r.created_at,
-                id: r.id.clone(),
-            })
+            rows.first().map(|r| (r.created_at, r.id.clone()))
         };
         Ok(JobPageRows {
             rows,

@@ -347,7 +347,7 @@ async fn list_rows_are_the_stored_jobs(t: &TestDb) {
         assert_eq!(format!("{:?}", read.rows), format!("{page:?}"));
         // And names the newest job it counted, which only the first page shows.
         assert_eq!(
-            read.newest.as_ref().map(|n| &n.id),
+            read.newest.as_ref().map(|(_, id)| id),
             order.first(),
             "the newest on the page after {:?}",
             q.after

@@ -331,7 +331,7 @@ impl Portal {
             next_cursor,
             now: self.cluster.now(),
             live_seq,
-            newest,
+            newest: newest.map(|(created_at, id)| app::model::JobKey { created_at, id }),
         })
     }
 
