@@ -70,6 +70,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/admin/quotas") view=crate::pages::admin::AdminQuotasPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/audit") view=crate::pages::admin::AdminAuditPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/templates") view=crate::pages::admin::AdminTemplatesPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/tokens") view=crate::pages::admin::AdminTokensPage ssr=SsrMode::Async/>
                 </Routes>
             </main>
         </Router>
@@ -142,6 +143,7 @@ fn NavBar() -> impl IntoView {
                                         <A href="/admin/quotas">"Quotas"</A>
                                         <A href="/admin/templates">"Templates"</A>
                                         <A href="/admin/audit">"Audit log"</A>
+                                        <A href="/admin/tokens">"Tokens"</A>
                                     })}
                                     <a class="who-name" href="/profile" data-testid="viewer" title="Profile and API tokens">{v.display_name}</a>
                                     <span class="muted" data-testid="viewer-role">{role}</span>

@@ -152,8 +152,15 @@ pub trait Backend: Send + Sync + 'static {
         group_by: String,
         bucket: String,
     ) -> Result<UsageView, ApiError>;
-    /// Revokes one of the viewer's tokens; it is refused from the next request on.
+    /// Revokes one of the viewer's tokens (an admin: anyone's); it is refused from the next
+    /// request on.
     async fn revoke_token(&self, viewer: &Viewer, id: &str) -> Result<(), ApiError>;
+    /// Every user's live API tokens, or `user`'s (admins only).
+    async fn live_tokens(
+        &self,
+        viewer: &Viewer,
+        user: Option<String>,
+    ) -> Result<UserApiTokens, ApiError>;
     /// The cluster clock.
     fn now(&self) -> DateTime<Utc>;
     /// How many live changes have been sent: what a page reads from now on holds them.

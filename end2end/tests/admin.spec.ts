@@ -255,7 +255,7 @@ test.describe.serial("admin: quotas", () => {
     browserErrors.allow(/status of 403 \(Forbidden\)/);
     await signIn(page, "alice");
     await expect(page.getByRole("link", { name: "Quotas" })).toHaveCount(0);
-    for (const path of ["/admin/quotas", "/admin/audit", "/admin/templates"]) {
+    for (const path of ["/admin/quotas", "/admin/audit", "/admin/templates", "/admin/tokens"]) {
       const res = await page.goto(path);
       expect(res!.status(), path).toBe(403);
       await expect(page.getByTestId("refused")).toContainText("Not allowed");

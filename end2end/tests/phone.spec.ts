@@ -9,7 +9,7 @@ const PAGES: Record<string, string[]> = {
   alice: ["/", "/jobs", "/jobs?scope=mine&state=queued", "/launch", "/launch/llama-3.1-8b-fsdp", "JOB", "/pools", "/profile"],
   bob: ["/", "/jobs", "/usage", "/pools", "JOB"],
   dave: ["/", "/jobs", "/launch", "/profile"],
-  carol: ["/", "/jobs", "JOB", "/pools", "/usage", "/admin/quotas", "/admin/templates", "/admin/audit", "/profile"],
+  carol: ["/", "/jobs", "JOB", "/pools", "/usage", "/admin/quotas", "/admin/templates", "/admin/audit", "/admin/tokens", "/profile"],
 };
 
 test.describe.configure({ timeout: 240_000 });

@@ -69,3 +69,38 @@ test("a cross-site form post with the user's cookie is refused and changes nothi
   expect(after.state).not.toBe("cancelled");
   await alice.dispose();
 });
+
+test("an admin sees every user's live tokens and revokes one: its owner's calls are refused from then on", async ({ page, baseURL }) => {
+  const alice = await apiAs(baseURL!, "alice");
+  const name = `e2e-leaked-${Date.now()}`;
+  const made = await alice.post("/api/v1/tokens", { data: { name, expires_in_days: 30 } });
+  expect(made.status()).toBe(201);
+  const { token } = await made.json();
+  const api = await request.newContext({ baseURL, extraHTTPHeaders: { authorization: `Bearer ${token}` } });
+  expect((await api.get("/api/v1/me")).status()).toBe(200);
+  // Not a member's page: alice's token cannot list anyone's.
+  expect((await api.get("/api/v1/admin/tokens")).status()).toBe(403);
+
+  await signIn(page, "carol");
+  await page.goto("/admin/tokens?user=alice");
+  await hydrated(page);
+  const row = page.getByTestId(`admin-token-alice-${name}`);
+  await expect(row).toContainText(token.slice(0, 10));
+  await expect(row).not.toContainText(token);
+  await expect(page.getByTestId("admin-tokens-count")).toContainText("live token");
+  await row.getByTestId("admin-token-revoke").click();
+  await page.screenshot({ path: `${SHOTS}/admin-tokens-confirm.png`, fullPage: true });
+  await row.getByTestId("admin-token-revoke-confirm").click();
+  await expect(row).toHaveCount(0);
+  expect((await api.get("/api/v1/me")).status()).toBe(401);
+
+  // The audit log names the owner as the target and carol as the one who did it.
+  const carol = await apiAs(baseURL!, "carol");
+  const audit = await (await carol.get("/api/v1/audit?action=token.revoke&target=alice")).json();
+  const entry = audit.entries.find((e: { before?: { name?: string } }) => e.before?.name === name);
+  expect(entry?.actor).toBe("carol");
+  // Revoked already: a second revocation is a 404 that says so.
+  const again = await carol.delete(`/api/v1/tokens/${entry.before.id}`);
+  expect(again.status()).toBe(404);
+  await Promise.all([api.dispose(), alice.dispose(), carol.dispose()]);
+});

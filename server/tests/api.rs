@@ -2985,6 +2985,14 @@ async fn every_api_route_by_role(t: Target) {
             admin_only(200),
         ),
         ("GET", "/api/v1/tokens".into(), None, all_in(200)),
+        // Everyone's live tokens: admins only.
+        ("GET", "/api/v1/admin/tokens".into(), None, admin_only(200)),
+        (
+            "GET",
+            "/api/v1/admin/tokens?user=alice".into(),
+            None,
+            admin_only(200),
+        ),
         // Tokens are made in a signed-in session only, never by a token.
         (
             "POST",

@@ -462,6 +462,24 @@ pub struct ApiTokenInfo {
     pub revoked_at: Option<DateTime<Utc>>,
 }
 
+/// A live API token of some user, as an admin sees it (never the token itself).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UserApiToken {
+    /// Who holds it: its calls act as this user.
+    pub user: String,
+    #[serde(flatten)]
+    pub info: ApiTokenInfo,
+}
+
+/// Every user's live API tokens (not revoked, not expired), for admins: by user, newest
+/// first within each; at most `limit` of them, and how many there are in all.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UserApiTokens {
+    pub tokens: Vec<UserApiToken>,
+    pub total: u64,
+    pub limit: u32,
+}
+
 /// A token just created: the only time its secret is shown.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct NewApiToken {

@@ -491,7 +491,7 @@ fn AdminAudit() -> impl IntoView {
             <label>"Action "
                 <select name="action" prop:value=move || get("action").unwrap_or_default()>
                     <option value="">"any"</option>
-                    {["quota.set", "template.create", "template.version", "template.deprecate", "job.cancel", "auth.sign_in"]
+                    {["quota.set", "template.create", "template.version", "template.deprecate", "job.cancel", "token.revoke", "auth.sign_in"]
                         .into_iter()
                         .map(|a| view! { <option value=a>{a}</option> })
                         .collect_view()}
@@ -715,5 +715,117 @@ fn AdminTemplates() -> impl IntoView {
                 {move || target.get().map(|_| view! { <button type="button" class="button" on:click=move |_| target.set(None)>"Create a new template instead"</button> })}
             </div>
         </section>
+    }
+}
+
+#[component]
+pub fn AdminTokensPage() -> impl IntoView {
+    view! {
+        <Authed require=Require::Admin>
+            <AdminTokens/>
+        </Authed>
+    }
+}
+
+/// API tokens: every user's live tokens, to revoke one that leaked or whose owner left; the
+/// user filter lives in the URL (`?user=…`).
+#[component]
+fn AdminTokens() -> impl IntoView {
+    let changed = RwSignal::new(0u32);
+    let query = leptos_router::hooks::use_query_map();
+    let user = move || query.read().get("user").filter(|v| !v.trim().is_empty());
+    let tokens = Resource::new(
+        move || (user(), changed.get()),
+        |(user, _)| crate::functions::admin_api_tokens(user),
+    );
+    // The token whose revocation waits for a second click.
+    let confirming = RwSignal::new(None::<String>);
+    let revoke = Action::new(move |id: &String| {
+        let id = id.clone();
+        async move { crate::functions::revoke_api_token(id).await }
+    });
+    Effect::new(move |_| {
+        if matches!(revoke.value().get(), Some(Ok(()))) {
+            confirming.set(None);
+            changed.update(|n| *n += 1);
+        }
+    });
+    view! {
+        <section class="page-head">
+            <h1>"API tokens"</h1>
+            <p class="muted">"Every user's live personal API tokens (not revoked, not expired). A token acts as its owner; revoke one that leaked or whose owner left, and it is refused from its next call on. Each revocation is in the audit log."</p>
+        </section>
+        <form class="filters" method="get" action="/admin/tokens">
+            <label>"User " <input name="user" placeholder="e.g. alice" prop:value=move || user().unwrap_or_default()/></label>
+            <button class="button" type="submit">"Filter"</button>
+        </form>
+        {move || revoke.value().get().and_then(|r| r.err()).map(|e| view! { <ErrorBox err=e/> })}
+        <Transition fallback=|| view! { <p class="muted">"Loading tokens…"</p> }>
+            {move || Suspend::new(async move {
+                loaded(tokens).await.map(|r| match r {
+                    Ok(list) if list.tokens.is_empty() => view! {
+                        <p class="muted" data-testid="admin-tokens-empty">
+                            {if user().is_some() { "This user has no live API tokens." } else { "Nobody has a live API token." }}
+                        </p>
+                    }.into_any(),
+                    Ok(list) => {
+                        let shown = list.tokens.len() as u64;
+                        let count = if shown == list.total {
+                            format!("{} live token{}, by user", format::thousands(list.total), if list.total == 1 { "" } else { "s" })
+                        } else {
+                            format!("{} of {} live tokens, by user: filter by user to see the rest", format::thousands(shown), format::thousands(list.total))
+                        };
+                        view! {
+                            <p class="muted small" data-testid="admin-tokens-count">{count}</p>
+                            <div class="table-scroll">
+                            <table class="audit-table" data-testid="admin-tokens">
+                                <thead><tr><th>"User"</th><th>"Name"</th><th>"Token"</th><th>"Created (UTC)"</th><th>"Expires (UTC)"</th><th>"Last used (UTC)"</th><th><span class="sr-only">"Actions"</span></th></tr></thead>
+                                <tbody>
+                                    {list.tokens.into_iter().map(|t| {
+                                        let id = t.info.id.clone();
+                                        let asking = {
+                                            let id = id.clone();
+                                            move || confirming.with(|c| c.as_deref() == Some(id.as_str()))
+                                        };
+                                        let label = format!("{}'s token \u{201c}{}\u{201d}", t.user, t.info.name);
+                                        view! {
+                                            <tr data-testid=format!("admin-token-{}-{}", t.user, t.info.name)>
+                                                <td>{t.user.clone()}</td>
+                                                <td>{t.info.name.clone()}</td>
+                                                <td><code>{format!("{}…", t.info.prefix)}</code></td>
+                                                <td>{format::absolute(t.info.created_at)}</td>
+                                                <td>{t.info.expires_at.map(format::absolute).unwrap_or_else(|| "never".into())}</td>
+                                                <td>{t.info.last_used_at.map(format::absolute).unwrap_or_else(|| "never".into())}</td>
+                                                <td class="actions">
+                                                    {move || if asking() {
+                                                        let id = id.clone();
+                                                        view! {
+                                                            <button type="button" class="button danger" data-testid="admin-token-revoke-confirm"
+                                                                aria-label=format!("Revoke {label} now")
+                                                                disabled=move || revoke.pending().get()
+                                                                on:click=move |_| { revoke.dispatch(id.clone()); }>"Revoke now"</button>
+                                                            <button type="button" class="button" on:click=move |_| confirming.set(None)>"Keep"</button>
+                                                        }.into_any()
+                                                    } else {
+                                                        let id = id.clone();
+                                                        view! {
+                                                            <button type="button" class="button" data-testid="admin-token-revoke"
+                                                                aria-label=format!("Revoke {label}…")
+                                                                on:click=move |_| confirming.set(Some(id.clone()))>"Revoke…"</button>
+                                                        }.into_any()
+                                                    }}
+                                                </td>
+                                            </tr>
+                                        }
+                                    }).collect_view()}
+                                </tbody>
+                            </table>
+                            </div>
+                        }.into_any()
+                    }
+                    Err(e) => view! { <PageError err=e/> }.into_any(),
+                })
+            })}
+        </Transition>
     }
 }

@@ -261,6 +261,67 @@ impl Db {
         Ok(n > 0)
     }
 
+    /// Every user's live tokens at `now` (not revoked, not expired), by user and newest first
+    /// within each, or only `user`'s: at most `limit`, and how many there are in all.
+    pub async fn live_tokens(
+        &self,
+        user: Option<&str>,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<(Vec<TokenRow>, u64)> {
+        let live = format!(
+            "revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1){}",
+            if user.is_some() {
+                " AND user_id = $2"
+            } else {
+                ""
+            }
+        );
+        let list = format!(
+            "SELECT {TOKEN_COLUMNS} FROM api_token WHERE {live} \
+             ORDER BY user_id, created_at DESC, token_id DESC LIMIT {limit}"
+        );
+        let mut q = sqlx::query(&list).bind(ms(now));
+        if let Some(u) = user {
+            q = q.bind(u);
+        }
+        let rows = q.fetch_all(&self.pool).await.map_err(map_err)?;
+        let count = format!("SELECT COUNT(*) AS n FROM api_token WHERE {live}");
+        let mut q = sqlx::query(&count).bind(ms(now));
+        if let Some(u) = user {
+            q = q.bind(u);
+        }
+        let total: i64 = q
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?
+            .try_get("n")?;
+        Ok((
+            rows.iter().map(token_row).collect::<Result<_>>()?,
+            total.max(0) as u64,
+        ))
+    }
+
+    /// Revokes a live token whoever holds it (an admin's revocation): the token as it was,
+    /// `None` if there is no such live token.
+    pub async fn revoke_any_token(&self, id: &str, at: DateTime<Utc>) -> Result<Option<TokenRow>> {
+        let Some(row) = sqlx::query(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM api_token WHERE token_id = $1 AND revoked_at IS NULL"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(map_err)?
+        .as_ref()
+        .map(token_row)
+        .transpose()?
+        else {
+            return Ok(None);
+        };
+        // Its owner's revocation may have come first.
+        Ok(self.revoke_token(&row.user, id, at).await?.then_some(row))
+    }
+
     pub async fn touch_token(&self, id: &str, at: DateTime<Utc>) -> Result<()> {
         sqlx::query("UPDATE api_token SET last_used_at = $1 WHERE token_id = $2")
             .bind(ms(at))

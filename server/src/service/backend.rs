@@ -318,6 +318,16 @@ impl Backend for Portal {
             .map_err(ApiError::from)
     }
 
+    async fn live_tokens(
+        &self,
+        viewer: &Viewer,
+        user: Option<String>,
+    ) -> Result<UserApiTokens, ApiError> {
+        Portal::live_tokens(self, viewer, user)
+            .await
+            .map_err(ApiError::from)
+    }
+
     fn now(&self) -> DateTime<Utc> {
         self.cluster.now()
     }

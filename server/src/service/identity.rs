@@ -249,20 +249,69 @@ impl Portal {
         })
     }
 
+    /// Revokes one of the viewer's tokens, or for an admin anyone's: an admin takes away the
+    /// token of someone who left, or one that leaked, without waiting for its owner. The
+    /// audit log names the owner as the target. Anyone else's token id answers as unknown, as
+    /// if it did not exist.
     pub async fn revoke_token(&self, viewer: &Viewer, id: &str) -> Result<(), Error> {
         crate::input::single_line("id", id)?;
         let now = Utc::now();
-        if !self.db.revoke_token(&viewer.user, id, now).await? {
+        if self.db.revoke_token(&viewer.user, id, now).await? {
+            let mut entry =
+                crate::db::AuditEntry::new(&viewer.user, "token.revoke", &viewer.user, now);
+            entry.before = Some(serde_json::json!({"id": id}));
+            return self.audit(entry).await;
+        }
+        if viewer.is_admin {
+            if let Some(t) = self.db.revoke_any_token(id, now).await? {
+                let mut entry =
+                    crate::db::AuditEntry::new(&viewer.user, "token.revoke", &t.user, now);
+                entry.before = Some(serde_json::json!({"id": id, "name": t.name, "user": t.user}));
+                return self.audit(entry).await;
+            }
             return Err(Error::not_found(format!(
-                "you have no live API token with id '{id}'"
+                "no user has a live API token with id '{id}'"
             )));
         }
-        let mut entry = crate::db::AuditEntry::new(&viewer.user, "token.revoke", &viewer.user, now);
-        entry.before = Some(serde_json::json!({"id": id}));
-        self.audit(entry).await?;
-        Ok(())
+        Err(Error::not_found(format!(
+            "you have no live API token with id '{id}'"
+        )))
+    }
+
+    /// Every user's live API tokens, or one user's (admins only).
+    pub async fn live_tokens(
+        &self,
+        viewer: &Viewer,
+        user: Option<String>,
+    ) -> Result<UserApiTokens, Error> {
+        if !viewer.is_admin {
+            return Err(Error::forbidden(
+                "only admins list other people's API tokens; yours are on your profile page",
+            ));
+        }
+        let user = user.map(|u| u.trim().to_string()).filter(|u| !u.is_empty());
+        crate::input::single_line_opt("user", user.as_deref())?;
+        let (rows, total) = self
+            .db
+            .live_tokens(user.as_deref(), Utc::now(), ADMIN_TOKEN_LIST)
+            .await?;
+        Ok(UserApiTokens {
+            tokens: rows
+                .into_iter()
+                .map(|t| UserApiToken {
+                    user: t.user.clone(),
+                    info: token_info(t),
+                })
+                .collect(),
+            total,
+            limit: ADMIN_TOKEN_LIST,
+        })
     }
 }
+
+/// The most live tokens an admin's list shows at once; it says how many there are in all, and
+/// a user's own are at most [`MAX_LIVE_TOKENS`].
+pub const ADMIN_TOKEN_LIST: u32 = 500;
 
 /// The viewer of one request, read at most once (see [`Portal::viewer`]). Clones share it: a
 /// page's server functions each get a clone of the request's parts.

@@ -509,3 +509,119 @@ async fn under_single_sign_on_a_token_works_while_its_owner_keeps_signing_in() {
         "alice"
     );
 }
+
+/// An admin sees every user's live tokens (not revoked, not expired; with how many in all)
+/// and revokes anyone's, which is refused from then on and audited with its owner as the
+/// target; a member sees and revokes no one else's, and is told nothing of them.
+async fn an_admin_lists_and_revokes_any_users_token_on(db: TestDb) {
+    let f = Fixture::start(&db).await;
+    let p = &f.portal;
+    let (alice, bob, carol) = (
+        f.viewer("alice").await,
+        f.viewer("bob").await,
+        f.viewer("carol").await,
+    );
+    let a1 = p.create_token(&alice, "ci".into(), Some(30)).await.unwrap();
+    let a2 = p.create_token(&alice, "laptop".into(), None).await.unwrap();
+    let b1 = p.create_token(&bob, "agent".into(), None).await.unwrap();
+    let gone = p.create_token(&bob, "old".into(), None).await.unwrap();
+    p.revoke_token(&bob, &gone.info.id).await.unwrap();
+    // Expired a minute ago: not live either.
+    let now = chrono::Utc::now();
+    f.db.insert_token(
+        &crate::db::TokenRow {
+            id: "t-expired".into(),
+            user: "alice".into(),
+            name: "expired".into(),
+            prefix: "gantry_abcd".into(),
+            created_at: now - chrono::TimeDelta::days(2),
+            expires_at: Some(now - chrono::TimeDelta::minutes(1)),
+            last_used_at: None,
+            revoked_at: None,
+        },
+        "hash-of-an-expired-token",
+    )
+    .await
+    .unwrap();
+
+    let all = p.live_tokens(&carol, None).await.unwrap();
+    let listed: Vec<(String, String)> = all
+        .tokens
+        .iter()
+        .map(|t| (t.user.clone(), t.info.name.clone()))
+        .collect();
+    // By user, newest first within each.
+    assert_eq!(
+        listed,
+        [("alice", "laptop"), ("alice", "ci"), ("bob", "agent")]
+            .map(|(u, n)| (u.to_string(), n.to_string()))
+    );
+    assert_eq!(all.total, 3);
+    let only_bob = p.live_tokens(&carol, Some(" bob ".into())).await.unwrap();
+    assert_eq!(only_bob.tokens.len(), 1);
+    assert_eq!(
+        (only_bob.tokens[0].info.id.as_str(), only_bob.total),
+        (b1.info.id.as_str(), 1)
+    );
+
+    // A member may not list them, nor revoke another's: it answers as an unknown id.
+    let refused = p.live_tokens(&alice, None).await.unwrap_err();
+    assert_eq!(refused.status(), 403, "{refused}");
+    let refused = p.revoke_token(&alice, &b1.info.id).await.unwrap_err();
+    assert_eq!(refused.status(), 404, "{refused}");
+    assert!(p.viewer_by_token(&b1.token).await.is_ok());
+
+    // The admin revokes alice's token: refused from then on, audited with alice as target.
+    p.revoke_token(&carol, &a1.info.id).await.unwrap();
+    let err = p.viewer_by_token(&a1.token).await.unwrap_err();
+    assert_eq!(err.status(), 401, "{err}");
+    assert!(
+        p.viewer_by_token(&a2.token).await.is_ok(),
+        "her other token still works"
+    );
+    let audit = p
+        .audit_log(
+            &carol,
+            crate::db::AuditFilter {
+                action: Some("token.revoke".into()),
+                target: Some("alice".into()),
+                ..Default::default()
+            },
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    let entry = audit
+        .entries
+        .iter()
+        .find(|e| {
+            e.before
+                .as_ref()
+                .is_some_and(|b| b["id"] == a1.info.id.as_str())
+        })
+        .expect("the admin's revocation is audited");
+    assert_eq!(
+        (entry.actor.as_str(), entry.target.as_str()),
+        ("carol", "alice")
+    );
+    assert_eq!(entry.before.as_ref().unwrap()["name"], "ci");
+    // Gone from the list; a second revocation finds no live token.
+    let after = p.live_tokens(&carol, Some("alice".into())).await.unwrap();
+    assert_eq!(after.tokens.len(), 1);
+    assert_eq!(after.tokens[0].info.id, a2.info.id);
+    let again = p.revoke_token(&carol, &a1.info.id).await.unwrap_err();
+    assert_eq!(again.status(), 404, "{again}");
+    f.stop().await;
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn an_admin_lists_and_revokes_any_users_token_on_sqlite() {
+    an_admin_lists_and_revokes_any_users_token_on(TestDb::sqlite()).await;
+}
+
+#[tokio::test]
+async fn an_admin_lists_and_revokes_any_users_token_on_postgres() {
+    an_admin_lists_and_revokes_any_users_token_on(TestDb::postgres().await).await;
+}

@@ -94,6 +94,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/usage", get(usage))
         .route("/api/v1/tokens", get(list_tokens).post(create_token))
         .route("/api/v1/tokens/{id}", axum::routing::delete(revoke_token))
+        .route("/api/v1/admin/tokens", get(admin_tokens))
         .route("/api/v1/{*rest}", axum::routing::any(no_such_route))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

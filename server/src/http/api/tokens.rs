@@ -36,6 +36,23 @@ pub(super) async fn create_token(
     Ok((StatusCode::CREATED, Json(created)))
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AdminTokensQuery {
+    user: Option<String>,
+}
+
+/// `GET /api/v1/admin/tokens` (admins): every user's live tokens, or `user`'s, as
+/// `{"tokens": [{"user": ..., "id": ..., "name": ...}], "total": N, "limit": 500}`.
+pub(super) async fn admin_tokens(
+    State(state): State<AppState>,
+    ApiViewer(v): ApiViewer,
+    ApiQuery(q): ApiQuery<AdminTokensQuery>,
+) -> ApiResult<impl IntoResponse> {
+    Ok(Json(state.portal.live_tokens(&v, q.user).await?))
+}
+
+/// `DELETE /api/v1/tokens/{id}`: the caller's own token, or for an admin anyone's.
 pub(super) async fn revoke_token(
     State(state): State<AppState>,
     ApiViewer(v): ApiViewer,
