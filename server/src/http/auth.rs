@@ -178,22 +178,30 @@ pub async fn oidc_login(
         Err(e) => return ApiFailure::from(crate::error::internal(e)).into_response(),
     };
     match oidc.begin(&safe_next(q.next.as_deref()), Utc::now()).await {
-        Ok((url, pending)) => {
+        Ok((url, mut pending)) => {
             // Without a session this start stores one: counted, so that asking again and
             // again cannot fill the store (a browser holding its session reuses it). Only a
             // start that stores one counts: one the provider could not be reached for does not.
             if session.id().is_none() {
-                if let Err(refused) = oidc
+                match oidc
                     .pending
                     .admit(address.as_deref(), std::time::Instant::now())
                 {
-                    tracing::warn!(address = ?address, everyone = refused.everyone, "sign-in refused: too many started in the last 10 minutes");
-                    let mut res = sign_in_failed(&state, &refused.error());
-                    res.headers_mut().insert(
-                        http::header::RETRY_AFTER,
-                        http::HeaderValue::from(refused.retry_after_s()),
-                    );
-                    return res;
+                    Ok(counted) => pending.counted_as(counted),
+                    Err(refused) => {
+                        tracing::warn!(address = ?address, everyone = refused.everyone, "sign-in refused: too many started in the last 10 minutes and not finished");
+                        let mut res = sign_in_failed(&state, &refused.error());
+                        res.headers_mut().insert(
+                            http::header::RETRY_AFTER,
+                            http::HeaderValue::from(refused.retry_after_s()),
+                        );
+                        return res;
+                    }
+                }
+            } else if let Ok(Some(before)) = session.get::<Pending>(PENDING_KEY).await {
+                // Started again in its pending session: still the start that was counted.
+                if let Some(c) = before.counted() {
+                    pending.counted_as(c.clone());
                 }
             }
             // Someone not signed in gets a session only for the sign-in's round trip.
@@ -262,11 +270,18 @@ pub async fn oidc_callback(
         return sign_in_failed(&state, &SignInError::StateMismatch);
     };
     let next = pending.next.clone();
+    let counted = pending.counted().cloned();
     let who = match oidc
         .finish(pending, &returned_state, &code, Utc::now())
         .await
     {
-        Ok(w) => w,
+        Ok(w) => {
+            // Finished: no longer a sign-in left halfway (its session becomes a signed-in one).
+            if let Some(c) = &counted {
+                oidc.pending.release(c);
+            }
+            w
+        }
         Err(e) => {
             tracing::warn!(error = %e, "OpenID sign-in refused");
             return sign_in_failed(&state, &e);

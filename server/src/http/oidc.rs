@@ -91,6 +91,21 @@ pub struct Pending {
     pkce_verifier: String,
     pub next: String,
     started_at_ms: i64,
+    /// Set when [`PendingStarts`] counted this start: its finish takes it off the count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    counted: Option<Counted>,
+}
+
+impl Pending {
+    /// Notes that this start was counted as `counted` (see [`PendingStarts::release`]).
+    pub fn counted_as(&mut self, counted: Counted) {
+        self.counted = Some(counted);
+    }
+
+    /// How this start was counted, if it was.
+    pub fn counted(&self) -> Option<&Counted> {
+        self.counted.as_ref()
+    }
 }
 
 /// Without `state`, `nonce` and the PKCE verifier: whoever reads them could finish the
@@ -100,6 +115,7 @@ impl std::fmt::Debug for Pending {
         f.debug_struct("Pending")
             .field("next", &self.next)
             .field("started_at_ms", &self.started_at_ms)
+            .field("counted", &self.counted)
             .finish_non_exhaustive()
     }
 }
@@ -138,7 +154,7 @@ pub enum SignInError {
     Verification(String),
     #[error("The identity provider at {issuer} did not answer: {detail}")]
     Unreachable { issuer: String, detail: String },
-    #[error("Too many sign-ins were started from your address in the last 10 minutes. Try again in {minutes} min.")]
+    #[error("Too many sign-ins were started from your address in the last 10 minutes and not finished. Try again in {minutes} min.")]
     TooMany { minutes: u64 },
     #[error("Too many sign-ins are in progress on this server right now. Try again in {minutes} min; anyone already signed in is not affected.")]
     Busy { minutes: u64 },
@@ -176,20 +192,35 @@ pub struct Oidc {
 /// has whole) may start `per_address` of them, and all addresses together
 /// [`PendingStarts::IN_ALL`] (as many session rows of a few hundred bytes at most). A browser
 /// that starts again with its pending session's cookie reuses that session and is not
-/// counted.
+/// counted, and a sign-in that finishes is taken off the count (its session is a signed-in
+/// one from then on): what is bounded is the sign-ins left unfinished, so an office behind
+/// one address is held back only by the sign-ins its people leave halfway.
 #[derive(Debug)]
 pub struct PendingStarts {
     per_address: usize,
     window: Duration,
+    epoch: u64,
     starts: std::sync::Mutex<Starts>,
 }
 
 #[derive(Debug, Default)]
 struct Starts {
-    /// Every counted start, oldest first, and its address.
-    all: std::collections::VecDeque<(Instant, Option<String>)>,
+    /// Numbers the counted starts, in order.
+    next: u64,
+    /// Every counted start, oldest (lowest number) first, and its address.
+    all: std::collections::VecDeque<(u64, Instant, Option<String>)>,
     /// The counted starts of each address, oldest first.
-    by_address: std::collections::HashMap<Option<String>, std::collections::VecDeque<Instant>>,
+    by_address:
+        std::collections::HashMap<Option<String>, std::collections::VecDeque<(u64, Instant)>>,
+}
+
+/// A start [`PendingStarts`] counted, as its pending sign-in keeps it (in the session).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Counted {
+    /// Which process counted it: a start counted before a restart is not on this one's count.
+    epoch: u64,
+    seq: u64,
+    address: Option<String>,
 }
 
 impl PendingStarts {
@@ -200,6 +231,7 @@ impl PendingStarts {
         PendingStarts {
             per_address: per_address as usize,
             window,
+            epoch: rand::random(),
             starts: std::sync::Mutex::default(),
         }
     }
@@ -207,10 +239,14 @@ impl PendingStarts {
     /// Counts a start from `address` at `now`, or says how long until it may start and
     /// whether the bound reached is all addresses' ([`PendingStarts::IN_ALL`]) or this one's
     /// (`per_address`).
-    pub fn admit(&self, address: Option<&str>, now: Instant) -> Result<(), Refused> {
+    pub fn admit(&self, address: Option<&str>, now: Instant) -> Result<Counted, Refused> {
         let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
-        let Starts { all, by_address } = &mut *starts;
-        while let Some((at, from)) = all.front() {
+        let Starts {
+            next,
+            all,
+            by_address,
+        } = &mut *starts;
+        while let Some((_, at, from)) = all.front() {
             if now.saturating_duration_since(*at) < self.window {
                 break;
             }
@@ -228,7 +264,7 @@ impl PendingStarts {
         };
         if all.len() >= Self::IN_ALL {
             return Err(Refused {
-                wait: all.front().map_or(self.window, |(at, _)| wait(*at)),
+                wait: all.front().map_or(self.window, |(_, at, _)| wait(*at)),
                 everyone: true,
             });
         }
@@ -236,13 +272,45 @@ impl PendingStarts {
         let mine = by_address.entry(key.clone()).or_default();
         if mine.len() >= self.per_address {
             return Err(Refused {
-                wait: mine.front().map_or(self.window, |at| wait(*at)),
+                wait: mine.front().map_or(self.window, |(_, at)| wait(*at)),
                 everyone: false,
             });
         }
-        mine.push_back(now);
-        all.push_back((now, key));
-        Ok(())
+        let seq = *next;
+        *next += 1;
+        mine.push_back((seq, now));
+        all.push_back((seq, now, key.clone()));
+        Ok(Counted {
+            epoch: self.epoch,
+            seq,
+            address: key,
+        })
+    }
+
+    /// Takes a finished sign-in's start off the count, if it is still on it (counted by this
+    /// process, and not older than the window).
+    pub fn release(&self, counted: &Counted) {
+        if counted.epoch != self.epoch {
+            return;
+        }
+        let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
+        let Starts {
+            all, by_address, ..
+        } = &mut *starts;
+        let Some(mine) = by_address.get_mut(&counted.address) else {
+            return;
+        };
+        let Some(i) = mine.iter().position(|(seq, _)| *seq == counted.seq) else {
+            return;
+        };
+        mine.remove(i);
+        if mine.is_empty() {
+            by_address.remove(&counted.address);
+        }
+        // Numbered in order: found by halves.
+        if let Ok(i) = all.binary_search_by_key(&counted.seq, |(seq, _, _)| *seq) {
+            all.remove(i);
+        }
     }
 }
 
@@ -385,6 +453,7 @@ impl Oidc {
                 pkce_verifier: verifier.secret().clone(),
                 next: next.to_string(),
                 started_at_ms: now.timestamp_millis(),
+                counted: None,
             },
         ))
     }
@@ -619,6 +688,7 @@ mod tests {
             pkce_verifier: "verifier-s3cr3t".into(),
             next: "/jobs".into(),
             started_at_ms: 1,
+            counted: None,
         };
         let shown = format!("{p:?}");
         assert!(!shown.contains("s3cr3t"), "{shown}");
@@ -631,7 +701,7 @@ mod tests {
         let t0 = Instant::now();
         let at = |secs| t0 + Duration::from_secs(secs);
         for i in 0..3 {
-            assert_eq!(limit.admit(Some("192.0.2.1"), at(i)), Ok(()));
+            assert!(limit.admit(Some("192.0.2.1"), at(i)).is_ok());
         }
         // The fourth waits until the first is 10 minutes old.
         let refused = limit.admit(Some("192.0.2.1"), at(100)).unwrap_err();
@@ -644,30 +714,28 @@ mod tests {
         );
         assert_eq!(refused.retry_after_s(), 500);
         assert!(refused.error().to_string().contains("from your address"));
-        assert_eq!(
-            limit.admit(Some("192.0.2.2"), at(100)),
-            Ok(()),
+        assert!(
+            limit.admit(Some("192.0.2.2"), at(100)).is_ok(),
             "another address"
         );
-        assert_eq!(
-            limit.admit(Some("192.0.2.1"), at(600)),
-            Ok(()),
+        assert!(
+            limit.admit(Some("192.0.2.1"), at(600)).is_ok(),
             "the first expired"
         );
         assert!(limit.admit(Some("192.0.2.1"), at(600)).is_err());
         // An IPv6 address counts by its /64: its holder has all of it.
         for i in 1..=3 {
             let a = format!("2001:db8:1:2::{i}");
-            assert_eq!(limit.admit(Some(&a), at(700)), Ok(()));
+            assert!(limit.admit(Some(&a), at(700)).is_ok());
         }
         assert!(limit.admit(Some("2001:db8:1:2:ffff::9"), at(700)).is_err());
-        assert_eq!(limit.admit(Some("2001:db8:1:3::1"), at(700)), Ok(()));
+        assert!(limit.admit(Some("2001:db8:1:3::1"), at(700)).is_ok());
 
         // All addresses together: the store holds at most IN_ALL pending sign-ins.
         let limit = PendingStarts::new(1, Duration::from_secs(600));
         for i in 0..PendingStarts::IN_ALL {
             let a = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
-            assert_eq!(limit.admit(Some(&a), at(i as u64 / 100)), Ok(()), "{a}");
+            assert!(limit.admit(Some(&a), at(i as u64 / 100)).is_ok(), "{a}");
         }
         let last = PendingStarts::IN_ALL as u64 / 100;
         let refused = limit.admit(Some("203.0.113.9"), at(last)).unwrap_err();
@@ -689,7 +757,60 @@ mod tests {
         };
         assert_eq!(part.retry_after_s(), 2);
         // As the oldest expire, room comes back.
-        assert_eq!(limit.admit(Some("203.0.113.9"), at(600)), Ok(()));
+        assert!(limit.admit(Some("203.0.113.9"), at(600)).is_ok());
+    }
+
+    /// A sign-in that finishes is taken off its address's count and all addresses' count;
+    /// one counted by another process, or already expired, takes nothing off.
+    #[test]
+    fn a_finished_sign_in_is_taken_off_the_count() {
+        let limit = PendingStarts::new(2, Duration::from_secs(600));
+        let t0 = Instant::now();
+        let at = |secs| t0 + Duration::from_secs(secs);
+        let first = limit.admit(Some("192.0.2.1"), at(0)).unwrap();
+        let second = limit.admit(Some("192.0.2.1"), at(1)).unwrap();
+        assert!(limit.admit(Some("192.0.2.1"), at(2)).is_err());
+        limit.release(&second);
+        let third = limit.admit(Some("192.0.2.1"), at(3)).unwrap();
+        assert!(
+            limit.admit(Some("192.0.2.1"), at(4)).is_err(),
+            "one place came back, not two"
+        );
+        // Released twice, or counted by a process before a restart: nothing more comes back.
+        limit.release(&second);
+        let elsewhere = PendingStarts::new(2, Duration::from_secs(600));
+        limit.release(&elsewhere.admit(Some("192.0.2.1"), at(5)).unwrap());
+        assert!(limit.admit(Some("192.0.2.1"), at(5)).is_err());
+        // The first expires at 600 s; released after that, it does not free the third's place.
+        assert!(limit.admit(Some("192.0.2.1"), at(600)).is_ok());
+        limit.release(&first);
+        assert!(limit.admit(Some("192.0.2.1"), at(601)).is_err());
+        limit.release(&third);
+        assert!(limit.admit(Some("192.0.2.1"), at(602)).is_ok());
+        // All addresses' count is taken off too: IN_ALL starts, one released, one more fits.
+        let limit = PendingStarts::new(1, Duration::from_secs(600));
+        let mut one = None;
+        for i in 0..PendingStarts::IN_ALL {
+            let a = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
+            let c = limit.admit(Some(&a), at(0)).unwrap();
+            if i == 1234 {
+                one = Some(c);
+            }
+        }
+        assert!(
+            limit
+                .admit(Some("203.0.113.9"), at(1))
+                .unwrap_err()
+                .everyone
+        );
+        limit.release(&one.unwrap());
+        assert!(limit.admit(Some("203.0.113.9"), at(1)).is_ok());
+        assert!(
+            limit
+                .admit(Some("203.0.113.10"), at(1))
+                .unwrap_err()
+                .everyone
+        );
     }
 
     #[test]
