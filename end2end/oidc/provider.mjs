@@ -1,5 +1,5 @@
 // A real OpenID Provider for the browser tests: panva's certified `oidc-provider`, on
-// loopback, with one confidential client (Gantry) and four people in different groups.
+// loopback, with one confidential client (Gantry) and five people in different groups.
 // Its login form is the library's own (dev interactions: any password). Consent is skipped,
 // as corporate IdPs do for first-party apps.
 //
@@ -18,6 +18,7 @@ export const accounts = {
   leo: { name: "Leo Brandt", email: "leo@example.com", groups: ["ml-nlp", "ml-nlp-leads"] },
   ada: { name: "Ada Okafor", email: "ada@example.com", groups: ["ml-platform-admins", "staff"] },
   zed: { name: "Zed Quinn", email: "zed@example.com", groups: ["marketing"] },
+  omar: { name: "Omar Haddad", email: "omar@example.com", groups: ["ml-nlp"] },
 };
 
 const { privateKey } = await jose.generateKeyPair("RS256", { extractable: true });

@@ -172,11 +172,34 @@ test("a sign-in that finishes is taken off its address's count", async ({ page }
   // The hundredth, the bound (fixtures/oidc.toml keeps the default 100), is a person's, and
   // they finish it.
   await page.setExtraHTTPHeaders({ "x-forwarded-for": from });
+  // Started once by hand and again from the sign-in page, in the same pending session: still
+  // one start, and the one its finish gives back.
+  await page.goto(`${gantry}/auth/login`);
+  await expect(page).toHaveURL(new RegExp(`^${idp}/`));
   await ssoSignIn(page, "nina");
   await page.setExtraHTTPHeaders({});
   // Its place came back: one more start fits, then the bound holds.
   expect((await start(from)).status).toBe(303);
   expect((await start(from)).status).toBe(429);
+});
+
+// A finished sign-in makes a signed-in session and is off its address's count: so many per
+// person, or a script holding one account (after the first round trip the provider answers
+// by its own session) could make sessions without end.
+test("one person may finish only so many sign-ins in 10 minutes", async ({ page, browserErrors }) => {
+  browserErrors.allow(/status of 429 \(Too Many Requests\)/);
+  await ssoSignIn(page, "omar");
+  for (let i = 2; i <= 20; i++) {
+    await page.goto(`${gantry}/auth/login`);
+    await expect(page, `sign-in ${i}`).toHaveURL(`${gantry}/`);
+  }
+  const refused = await page.goto(`${gantry}/auth/login`);
+  expect(refused!.status()).toBe(429);
+  expect(Number(await refused!.headerValue("retry-after"))).toBeGreaterThan(500);
+  await expect(page.getByTestId("sign-in-failed")).toContainText("You have signed in 20 times in the last 10 minutes");
+  await page.screenshot({ path: `${SHOTS}/oidc-too-often.png`, fullPage: true });
+  // The sessions made before still work.
+  expect((await page.request.get(`${gantry}/api/v1/me`)).status()).toBe(200);
 });
 
 test("a token made under single sign-on says it works while its owner keeps signing in", async ({ page }) => {

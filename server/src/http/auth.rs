@@ -276,6 +276,27 @@ pub async fn oidc_callback(
         .await
     {
         Ok(w) => {
+            // Each finished sign-in makes a signed-in session: so many per person.
+            if let Err(refused) = oidc.finished.admit(
+                Some(&format!("sub:{}", w.subject)),
+                std::time::Instant::now(),
+            ) {
+                tracing::warn!(user = %w.user_name, address = ?address, "sign-in refused: signed in too often in the last 10 minutes");
+                let e = if refused.everyone {
+                    refused.error()
+                } else {
+                    SignInError::TooOften {
+                        times: crate::http::oidc::FINISHED_PER_PERSON as usize,
+                        minutes: refused.retry_after_s().div_ceil(60),
+                    }
+                };
+                let mut res = sign_in_failed(&state, &e);
+                res.headers_mut().insert(
+                    http::header::RETRY_AFTER,
+                    http::HeaderValue::from(refused.retry_after_s()),
+                );
+                return res;
+            }
             // Finished: no longer a sign-in left halfway (its session becomes a signed-in one).
             if let Some(c) = &counted {
                 oidc.pending.release(c);

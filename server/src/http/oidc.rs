@@ -156,6 +156,8 @@ pub enum SignInError {
     Unreachable { issuer: String, detail: String },
     #[error("Too many sign-ins were started from your address in the last 10 minutes and not finished. Try again in {minutes} min.")]
     TooMany { minutes: u64 },
+    #[error("You have signed in {times} times in the last 10 minutes, the most Gantry allows one person. Try again in {minutes} min; the sessions you already have still work.")]
+    TooOften { times: usize, minutes: u64 },
     #[error("Too many sign-ins are in progress on this server right now. Try again in {minutes} min; anyone already signed in is not affected.")]
     Busy { minutes: u64 },
     #[error("A sign-in starts when you open it in the browser (from the sign-in page, a link or the address bar), not from an image, a frame, a script or a prefetch. Open the sign-in page instead.")]
@@ -166,9 +168,9 @@ impl SignInError {
     pub fn status(&self) -> http::StatusCode {
         match self {
             SignInError::Unreachable { .. } => http::StatusCode::BAD_GATEWAY,
-            SignInError::TooMany { .. } | SignInError::Busy { .. } => {
-                http::StatusCode::TOO_MANY_REQUESTS
-            }
+            SignInError::TooMany { .. }
+            | SignInError::TooOften { .. }
+            | SignInError::Busy { .. } => http::StatusCode::TOO_MANY_REQUESTS,
             SignInError::NotNavigation => http::StatusCode::FORBIDDEN,
             SignInError::Refused(_) | SignInError::CodeRejected | SignInError::Verification(_) => {
                 http::StatusCode::UNAUTHORIZED
@@ -184,7 +186,15 @@ pub struct Oidc {
     provider: tokio::sync::Mutex<Option<Arc<Provider>>>,
     /// Sign-ins started without a session (each stores one), by address.
     pub pending: PendingStarts,
+    /// Sign-ins finished, by person (issuer's subject): each makes a signed-in session, and
+    /// a finished sign-in is off its address's count, so a script holding one account's
+    /// credentials (the provider's own session answers every round trip after the first)
+    /// could otherwise make sessions without end. At most [`FINISHED_PER_PERSON`].
+    pub finished: PendingStarts,
 }
+
+/// Sign-ins one person may finish in [`PENDING_FOR`]: far more than anyone signs in by hand.
+pub const FINISHED_PER_PERSON: u32 = 20;
 
 /// Sign-ins started without a session cookie in the last [`PENDING_FOR`]. Starting one needs
 /// no credential and stores a session for the round trip, so without a bound anyone could
@@ -371,6 +381,10 @@ impl Oidc {
         Ok(Oidc {
             pending: PendingStarts::new(
                 config.pending_per_address,
+                PENDING_FOR.to_std().unwrap_or(Duration::from_secs(600)),
+            ),
+            finished: PendingStarts::new(
+                FINISHED_PER_PERSON,
                 PENDING_FOR.to_std().unwrap_or(Duration::from_secs(600)),
             ),
             config,
