@@ -491,7 +491,7 @@ fn AdminAudit() -> impl IntoView {
             <label>"Action "
                 <select name="action" prop:value=move || get("action").unwrap_or_default()>
                     <option value="">"any"</option>
-                    {["quota.set", "template.create", "template.version", "template.deprecate", "job.cancel", "token.revoke", "auth.sign_in"]
+                    {["quota.set", "template.create", "template.version", "template.deprecate", "job.cancel", "token.create", "token.revoke", "auth.sign_in"]
                         .into_iter()
                         .map(|a| view! { <option value=a>{a}</option> })
                         .collect_view()}
@@ -744,8 +744,9 @@ fn AdminTokens() -> impl IntoView {
         let id = id.clone();
         async move { crate::functions::revoke_api_token(id).await }
     });
+    // Done or refused (its owner may have revoked it first): the list is read again.
     Effect::new(move |_| {
-        if matches!(revoke.value().get(), Some(Ok(()))) {
+        if revoke.value().get().is_some() {
             confirming.set(None);
             changed.update(|n| *n += 1);
         }

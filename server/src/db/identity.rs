@@ -302,13 +302,15 @@ impl Db {
         ))
     }
 
-    /// Revokes a live token whoever holds it (an admin's revocation): the token as it was,
-    /// `None` if there is no such live token.
+    /// Revokes a live token (not revoked, not expired at `at`) whoever holds it (an admin's
+    /// revocation): the token as it was, `None` if there is no such live token.
     pub async fn revoke_any_token(&self, id: &str, at: DateTime<Utc>) -> Result<Option<TokenRow>> {
         let Some(row) = sqlx::query(&format!(
-            "SELECT {TOKEN_COLUMNS} FROM api_token WHERE token_id = $1 AND revoked_at IS NULL"
+            "SELECT {TOKEN_COLUMNS} FROM api_token WHERE token_id = $1 AND revoked_at IS NULL \
+             AND (expires_at IS NULL OR expires_at > $2)"
         ))
         .bind(id)
+        .bind(ms(at))
         .fetch_optional(&self.pool)
         .await
         .map_err(map_err)?

@@ -564,6 +564,9 @@ async fn an_admin_lists_and_revokes_any_users_token_on(db: TestDb) {
         (b1.info.id.as_str(), 1)
     );
 
+    // An expired token is not live: nothing to revoke.
+    let expired = p.revoke_token(&carol, "t-expired").await.unwrap_err();
+    assert_eq!(expired.status(), 404, "{expired}");
     // A member may not list them, nor revoke another's: it answers as an unknown id.
     let refused = p.live_tokens(&alice, None).await.unwrap_err();
     assert_eq!(refused.status(), 403, "{refused}");
