@@ -460,6 +460,9 @@ pub struct ApiTokenInfo {
     pub expires_at: Option<DateTime<Utc>>,
     pub last_used_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
+    /// Past its expiry when it was read: refused like a revoked one.
+    #[serde(default)]
+    pub expired: bool,
 }
 
 /// A live API token of some user, as an admin sees it (never the token itself).

@@ -132,7 +132,7 @@ fn TokenTable(
             <tbody>
                 {list.into_iter().map(|t| {
                     let id = t.id.clone();
-                    let live = t.revoked_at.is_none();
+                    let live = t.revoked_at.is_none() && !t.expired;
                     view! {
                         <tr data-testid=format!("token-{}", t.name)>
                             <td>{t.name.clone()}</td>
@@ -140,7 +140,11 @@ fn TokenTable(
                             <td>{absolute(t.created_at)}</td>
                             <td>{t.expires_at.map(absolute).unwrap_or_else(|| "never".into())}</td>
                             <td>{t.last_used_at.map(absolute).unwrap_or_else(|| "never".into())}</td>
-                            <td>{match t.revoked_at { Some(at) => format!("revoked {}", absolute(at)), None => "live".into() }}</td>
+                            <td>{match (t.revoked_at, t.expired) {
+                                (Some(at), _) => format!("revoked {}", absolute(at)),
+                                (None, true) => "expired".into(),
+                                (None, false) => "live".into(),
+                            }}</td>
                             <td class="actions">
                                 {live.then(|| view! {
                                     <button type="button" class="button" data-testid=format!("revoke-{}", t.name)

@@ -209,7 +209,7 @@ pub const FINISHED_PER_PERSON: u32 = 20;
 pub struct PendingStarts {
     per_address: usize,
     window: Duration,
-    epoch: u64,
+    epoch: u32,
     starts: std::sync::Mutex<Starts>,
 }
 
@@ -228,7 +228,8 @@ struct Starts {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 pub struct Counted {
     /// Which process counted it: a start counted before a restart is not on this one's count.
-    epoch: u64,
+    /// 32 bits, so that it survives any JSON reader (the session keeps it).
+    epoch: u32,
     seq: u64,
     address: Option<String>,
 }

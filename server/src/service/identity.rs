@@ -85,6 +85,7 @@ fn token_info(t: crate::db::TokenRow) -> ApiTokenInfo {
         expires_at: t.expires_at,
         last_used_at: t.last_used_at,
         revoked_at: t.revoked_at,
+        expired: t.expires_at.is_some_and(|at| at <= Utc::now()),
     }
 }
 
@@ -210,19 +211,20 @@ impl Portal {
                 ));
             }
         }
+        let now = Utc::now();
+        // Expired tokens are not live: they take no place (and have no Revoke button).
         let live = self
             .db
             .list_tokens(&viewer.user)
             .await?
             .iter()
-            .filter(|t| t.revoked_at.is_none())
+            .filter(|t| t.revoked_at.is_none() && t.expires_at.is_none_or(|e| e > now))
             .count();
         if live >= MAX_LIVE_TOKENS {
             return Err(Error::conflict(format!(
                 "you already have {live} live tokens, the most allowed; revoke one first"
             )));
         }
-        let now = Utc::now();
         let (token, hash) = crate::domain::token::new_token();
         let row = crate::db::TokenRow {
             id: uuid::Uuid::now_v7().to_string(),

@@ -628,3 +628,39 @@ async fn an_admin_lists_and_revokes_any_users_token_on_sqlite() {
 async fn an_admin_lists_and_revokes_any_users_token_on_postgres() {
     an_admin_lists_and_revokes_any_users_token_on(TestDb::postgres().await).await;
 }
+
+/// An expired token is listed to its owner as expired (not live, with no Revoke button) and
+/// takes no place among the live tokens one may hold.
+#[tokio::test]
+async fn expired_tokens_are_shown_expired_and_take_no_place() {
+    let db = TestDb::sqlite();
+    let f = Fixture::start(&db).await;
+    let p = &f.portal;
+    let alice = f.viewer("alice").await;
+    let now = chrono::Utc::now();
+    for i in 0..crate::service::identity::MAX_LIVE_TOKENS {
+        f.db.insert_token(
+            &crate::db::TokenRow {
+                id: format!("t-old-{i}"),
+                user: "alice".into(),
+                name: format!("old-{i}"),
+                prefix: "gantry_abcd".into(),
+                created_at: now - chrono::TimeDelta::days(40),
+                expires_at: Some(now - chrono::TimeDelta::days(10)),
+                last_used_at: None,
+                revoked_at: None,
+            },
+            &format!("hash-{i}"),
+        )
+        .await
+        .unwrap();
+    }
+    let fresh = p.create_token(&alice, "new".into(), Some(7)).await.unwrap();
+    assert!(!fresh.info.expired);
+    let listed = p.list_tokens(&alice).await.unwrap();
+    assert_eq!(listed.len(), crate::service::identity::MAX_LIVE_TOKENS + 1);
+    for t in &listed {
+        assert_eq!(t.expired, t.name != "new", "{}", t.name);
+    }
+    f.stop().await;
+}
