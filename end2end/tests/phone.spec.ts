@@ -137,3 +137,20 @@ test("on a wide screen the menu's parts sit in the bar and there is no Menu butt
   expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(1440);
   await page.screenshot({ path: `${SHOTS}/wide-home.png` });
 });
+
+// A tablet, and a narrow desktop window: an admin's bar (five admin links, the name, the
+// role, Sign out) fits from the widest phone up to where it fits on one line.
+test("between a phone and a wide screen the bar fits as an admin", async ({ page }) => {
+  await signIn(page, "carol");
+  for (const width of [700, 820, 900, 1000, 1100]) {
+    await page.setViewportSize({ width, height: 900 });
+    await page.goto("/admin/tokens");
+    await hydrated(page);
+    expect(await page.evaluate(() => document.documentElement.scrollWidth), `${width} px`).toBeLessThanOrEqual(width);
+    const signOut = page.getByRole("button", { name: "Sign out" });
+    if (await page.getByTestId("menu-toggle").isVisible()) {
+      await page.getByTestId("menu-toggle").click();
+    }
+    await expect(signOut, `${width} px`).toBeInViewport();
+  }
+});
