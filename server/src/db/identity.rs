@@ -15,6 +15,13 @@ pub struct TokenRow {
     pub revoked_at: Option<DateTime<Utc>>,
 }
 
+impl TokenRow {
+    /// Usable at `now`: not revoked and not past its expiry.
+    pub fn live_at(&self, now: DateTime<Utc>) -> bool {
+        self.revoked_at.is_none() && self.expires_at.is_none_or(|e| e > now)
+    }
+}
+
 pub(super) const TOKEN_COLUMNS: &str =
     "token_id, user_id, name, prefix, created_at, expires_at, last_used_at, revoked_at";
 

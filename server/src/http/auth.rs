@@ -190,12 +190,7 @@ pub async fn oidc_login(
                     Ok(counted) => pending.counted_as(counted),
                     Err(refused) => {
                         tracing::warn!(address = ?address, everyone = refused.everyone, "sign-in refused: too many started in the last 10 minutes and not finished");
-                        let mut res = sign_in_failed(&state, &refused.error());
-                        res.headers_mut().insert(
-                            http::header::RETRY_AFTER,
-                            http::HeaderValue::from(refused.retry_after_s()),
-                        );
-                        return res;
+                        return sign_in_refused(&state, &refused.error(), refused);
                     }
                 }
             } else if let Ok(Some(before)) = session.get::<Pending>(PENDING_KEY).await {
@@ -290,12 +285,7 @@ pub async fn oidc_callback(
                         minutes: refused.retry_after_s().div_ceil(60),
                     }
                 };
-                let mut res = sign_in_failed(&state, &e);
-                res.headers_mut().insert(
-                    http::header::RETRY_AFTER,
-                    http::HeaderValue::from(refused.retry_after_s()),
-                );
-                return res;
+                return sign_in_refused(&state, &e, refused);
             }
             // Finished: no longer a sign-in left halfway (its session becomes a signed-in one).
             if let Some(c) = &counted {
@@ -348,6 +338,21 @@ pub async fn oidc_callback(
 }
 
 /// A sign-in failure as a page a person can act on.
+/// A sign-in refused for now by one of the bounds on sign-ins: the page, and when to try
+/// again (`Retry-After`).
+fn sign_in_refused(
+    state: &AppState,
+    e: &SignInError,
+    refused: crate::http::oidc::Refused,
+) -> Response {
+    let mut res = sign_in_failed(state, e);
+    res.headers_mut().insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from(refused.retry_after_s()),
+    );
+    res
+}
+
 fn sign_in_failed(state: &AppState, e: &SignInError) -> Response {
     let body = format!(
         r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"/><meta name="viewport" content="width=device-width, initial-scale=1"/><title>Sign-in failed · Gantry</title><link rel="stylesheet" href="{}"/></head>

@@ -110,7 +110,7 @@ impl Portal {
             .await?
             .ok_or_else(refused)?;
         let now = Utc::now();
-        if row.revoked_at.is_some() || row.expires_at.is_some_and(|e| e <= now) {
+        if !row.live_at(now) {
             return Err(refused());
         }
         // Teams and role are what the owner's groups gave at their last sign-in: a token
@@ -218,7 +218,7 @@ impl Portal {
             .list_tokens(&viewer.user)
             .await?
             .iter()
-            .filter(|t| t.revoked_at.is_none() && t.expires_at.is_none_or(|e| e > now))
+            .filter(|t| t.live_at(now))
             .count();
         if live >= MAX_LIVE_TOKENS {
             return Err(Error::conflict(format!(
