@@ -155,11 +155,12 @@ pub trait Backend: Send + Sync + 'static {
     /// Revokes one of the viewer's tokens (an admin: anyone's); it is refused from the next
     /// request on.
     async fn revoke_token(&self, viewer: &Viewer, id: &str) -> Result<(), ApiError>;
-    /// Every user's live API tokens, or `user`'s (admins only).
+    /// A page of every user's live API tokens, or of `user`'s (admins only), from `cursor`.
     async fn live_tokens(
         &self,
         viewer: &Viewer,
         user: Option<String>,
+        cursor: Option<String>,
     ) -> Result<UserApiTokens, ApiError>;
     /// The cluster clock.
     fn now(&self) -> DateTime<Utc>;

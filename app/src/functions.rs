@@ -132,11 +132,14 @@ pub async fn revoke_api_token(id: String) -> Result<(), ApiError> {
     backend.revoke_token(&viewer, &id).await
 }
 
-/// Every user's live API tokens, or `user`'s (the admins' Tokens page).
+/// A page of every user's live API tokens, or of `user`'s (the admins' Tokens page).
 #[server]
-pub async fn admin_api_tokens(user: Option<String>) -> Result<UserApiTokens, ApiError> {
+pub async fn admin_api_tokens(
+    user: Option<String>,
+    cursor: Option<String>,
+) -> Result<UserApiTokens, ApiError> {
     let (backend, viewer) = ssr::backend_and_viewer().await?;
-    backend.live_tokens(&viewer, user).await
+    backend.live_tokens(&viewer, user, cursor).await
 }
 
 #[server]

@@ -474,13 +474,15 @@ pub struct UserApiToken {
     pub info: ApiTokenInfo,
 }
 
-/// Every user's live API tokens (not revoked, not expired), for admins: by user, newest
-/// first within each; at most `limit` of them, and how many there are in all.
+/// A page of every user's live API tokens (not revoked, not expired), for admins: by user,
+/// newest first within each.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct UserApiTokens {
     pub tokens: Vec<UserApiToken>,
+    /// How many live tokens the filter selects, on every page.
     pub total: u64,
-    pub limit: u32,
+    /// Asks for the next page; `None` on the last page.
+    pub next_cursor: Option<String>,
 }
 
 /// A token just created: the only time its secret is shown.

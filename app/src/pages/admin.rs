@@ -728,16 +728,32 @@ pub fn AdminTokensPage() -> impl IntoView {
 }
 
 /// API tokens: every user's live tokens, to revoke one that leaked or whose owner left; the
-/// user filter lives in the URL (`?user=…`).
+/// user filter and the page live in the URL (`?user=…&cursor=…`).
 #[component]
 fn AdminTokens() -> impl IntoView {
     let changed = RwSignal::new(0u32);
     let query = leptos_router::hooks::use_query_map();
-    let user = move || query.read().get("user").filter(|v| !v.trim().is_empty());
+    let get = move |k: &str| query.read().get(k).filter(|v| !v.trim().is_empty());
+    let user = move || get("user");
     let tokens = Resource::new(
-        move || (user(), changed.get()),
-        |(user, _)| crate::functions::admin_api_tokens(user),
+        move || (user(), get("cursor"), changed.get()),
+        |(user, cursor, _)| crate::functions::admin_api_tokens(user, cursor),
     );
+    // This page's URL with another cursor (or none: the first page).
+    let link = move |cursor: Option<&str>| {
+        let mut parts = Vec::new();
+        if let Some(u) = user() {
+            parts.push(format!("user={}", crate::format::query_value(&u)));
+        }
+        if let Some(c) = cursor {
+            parts.push(format!("cursor={}", crate::format::query_value(c)));
+        }
+        if parts.is_empty() {
+            "/admin/tokens".to_string()
+        } else {
+            format!("/admin/tokens?{}", parts.join("&"))
+        }
+    };
     // The token whose revocation waits for a second click.
     let confirming = RwSignal::new(None::<String>);
     let revoke = Action::new(move |id: &String| {
@@ -764,17 +780,30 @@ fn AdminTokens() -> impl IntoView {
         <Transition fallback=|| view! { <p class="muted">"Loading tokens…"</p> }>
             {move || Suspend::new(async move {
                 loaded(tokens).await.map(|r| match r {
-                    Ok(list) if list.tokens.is_empty() => view! {
-                        <p class="muted" data-testid="admin-tokens-empty">
-                            {if user().is_some() { "This user has no live API tokens." } else { "Nobody has a live API token." }}
-                        </p>
-                    }.into_any(),
+                    Ok(list) if list.tokens.is_empty() => {
+                        // A later page that emptied: its tokens were revoked or expired since.
+                        let first = get("cursor").map(|_| link(None));
+                        view! {
+                            <p class="muted" data-testid="admin-tokens-empty">
+                                {if first.is_some() {
+                                    "No live tokens past the last page's: they were revoked or expired since."
+                                } else if user().is_some() {
+                                    "This user has no live API tokens."
+                                } else {
+                                    "Nobody has a live API token."
+                                }}
+                            </p>
+                            {first.map(|h| view! { <p><a class="button" href=h data-testid="admin-tokens-first">"← First page"</a></p> })}
+                        }.into_any()
+                    }
                     Ok(list) => {
                         let shown = list.tokens.len() as u64;
+                        let first = get("cursor").map(|_| link(None));
+                        let next = list.next_cursor.as_deref().map(|c| link(Some(c)));
                         let count = if shown == list.total {
                             format!("{} live token{}, by user", format::thousands(list.total), if list.total == 1 { "" } else { "s" })
                         } else {
-                            format!("{} of {} live tokens, by user: filter by user to see the rest", format::thousands(shown), format::thousands(list.total))
+                            format!("{} of {} live tokens, by user{}", format::thousands(shown), format::thousands(list.total), if first.is_some() { " (a later page)" } else { "" })
                         };
                         view! {
                             <p class="muted small" data-testid="admin-tokens-count">{count}</p>
@@ -822,6 +851,10 @@ fn AdminTokens() -> impl IntoView {
                                 </tbody>
                             </table>
                             </div>
+                            <nav class="pager" aria-label="Pages">
+                                {first.map(|h| view! { <a class="button" href=h data-testid="admin-tokens-first">"← First page"</a> })}
+                                {next.map(|h| view! { <a class="button" href=h data-testid="admin-tokens-next">"Next page →"</a> })}
+                            </nav>
                         }.into_any()
                     }
                     Err(e) => view! { <PageError err=e/> }.into_any(),

@@ -268,13 +268,16 @@ impl Db {
         Ok(n > 0)
     }
 
-    /// Every user's live tokens at `now` (not revoked, not expired), by user and newest first
-    /// within each, or only `user`'s: at most `limit`, and how many there are in all.
+    /// Live tokens (not revoked, not expired at `now`), every user's or `user`'s: by user, newest
+    /// first within each, at most `limit` after the place `after` (user, time, id), and how
+    /// many live tokens there are in all (the place aside). The page and its count are one
+    /// statement, so they agree: a token made or revoked meanwhile is in both or in neither.
     pub async fn live_tokens(
         &self,
         user: Option<&str>,
         now: DateTime<Utc>,
-        limit: u32,
+        after: Option<&(String, DateTime<Utc>, String)>,
+        limit: i64,
     ) -> Result<(Vec<TokenRow>, u64)> {
         let live = format!(
             "revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1){}",
@@ -284,25 +287,44 @@ impl Db {
                 ""
             }
         );
+        // The place's arguments come after the count's, which are the first of the page's.
+        let n = if user.is_some() { 3 } else { 2 };
+        let place = if after.is_some() {
+            format!(
+                " AND (user_id > ${n} OR (user_id = ${n} AND (created_at < ${} \
+                 OR (created_at = ${} AND token_id < ${}))))",
+                n + 1,
+                n + 1,
+                n + 2
+            )
+        } else {
+            String::new()
+        };
+        let count = format!("SELECT COUNT(*) FROM api_token WHERE {live}");
         let list = format!(
-            "SELECT {TOKEN_COLUMNS} FROM api_token WHERE {live} \
-             ORDER BY user_id, created_at DESC, token_id DESC LIMIT {limit}"
+            "SELECT {TOKEN_COLUMNS}, ({count}) AS n FROM api_token WHERE {live}{place} \
+             ORDER BY user_id, created_at DESC, token_id DESC LIMIT {}",
+            limit.max(0)
         );
         let mut q = sqlx::query(&list).bind(ms(now));
         if let Some(u) = user {
             q = q.bind(u);
         }
-        let rows = q.fetch_all(&self.pool).await.map_err(map_err)?;
-        let count = format!("SELECT COUNT(*) AS n FROM api_token WHERE {live}");
-        let mut q = sqlx::query(&count).bind(ms(now));
-        if let Some(u) = user {
-            q = q.bind(u);
+        if let Some((u, at, id)) = after {
+            q = q.bind(u.as_str()).bind(ms(*at)).bind(id.as_str());
         }
-        let total: i64 = q
-            .fetch_one(&self.pool)
-            .await
-            .map_err(map_err)?
-            .try_get("n")?;
+        let rows = q.fetch_all(&self.pool).await.map_err(map_err)?;
+        let total: i64 = match rows.first() {
+            Some(r) => r.try_get("n")?,
+            // An empty page has no row to carry the count: past the last token (or none live).
+            None => {
+                let mut q = sqlx::query(&count).bind(ms(now));
+                if let Some(u) = user {
+                    q = q.bind(u);
+                }
+                q.fetch_one(&self.pool).await.map_err(map_err)?.try_get(0)?
+            }
+        };
         Ok((
             rows.iter().map(token_row).collect::<Result<_>>()?,
             total.max(0) as u64,

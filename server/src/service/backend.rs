@@ -322,8 +322,9 @@ impl Backend for Portal {
         &self,
         viewer: &Viewer,
         user: Option<String>,
+        cursor: Option<String>,
     ) -> Result<UserApiTokens, ApiError> {
-        Portal::live_tokens(self, viewer, user)
+        Portal::live_tokens(self, viewer, user, cursor.as_deref(), None)
             .await
             .map_err(ApiError::from)
     }

@@ -280,11 +280,15 @@ impl Portal {
         )))
     }
 
-    /// Every user's live API tokens, or one user's (admins only).
+    /// Every user's live API tokens, or one user's (admins only): a page of them by user,
+    /// newest first within each (`limit`, 50 by default, at most 200), from the `cursor` an
+    /// earlier page gave, with how many there are in all.
     pub async fn live_tokens(
         &self,
         viewer: &Viewer,
         user: Option<String>,
+        cursor: Option<&str>,
+        limit: Option<u32>,
     ) -> Result<UserApiTokens, Error> {
         if !viewer.is_admin {
             return Err(Error::forbidden(
@@ -293,10 +297,33 @@ impl Portal {
         }
         let user = user.map(|u| u.trim().to_string()).filter(|u| !u.is_empty());
         crate::input::single_line_opt("user", user.as_deref())?;
-        let (rows, total) = self
+        let limit = super::page::page_size(limit)?;
+        let after = match cursor.map(str::trim).filter(|c| !c.is_empty()) {
+            None => None,
+            Some(c) => Some(super::page::decode_user_cursor(c).ok_or_else(|| {
+                Error::invalid(
+                    "cursor",
+                    "the next_cursor of an earlier page, as it was given",
+                )
+            })?),
+        };
+        // One more than a page: whether there is a next page.
+        let (mut rows, total) = self
             .db
-            .live_tokens(user.as_deref(), Utc::now(), ADMIN_TOKEN_LIST)
+            .live_tokens(
+                user.as_deref(),
+                Utc::now(),
+                after.as_ref(),
+                i64::from(limit) + 1,
+            )
             .await?;
+        let next_cursor = if rows.len() > limit as usize {
+            rows.truncate(limit as usize);
+            rows.last()
+                .map(|t| super::page::encode_user_cursor(&t.user, t.created_at, &t.id))
+        } else {
+            None
+        };
         Ok(UserApiTokens {
             tokens: rows
                 .into_iter()
@@ -306,14 +333,10 @@ impl Portal {
                 })
                 .collect(),
             total,
-            limit: ADMIN_TOKEN_LIST,
+            next_cursor,
         })
     }
 }
-
-/// The most live tokens an admin's list shows at once; it says how many there are in all, and
-/// a user's own are at most [`MAX_LIVE_TOKENS`].
-pub const ADMIN_TOKEN_LIST: u32 = 500;
 
 /// The viewer of one request, read at most once (see [`Portal::viewer`]). Clones share it: a
 /// page's server functions each get a clone of the request's parts.

@@ -46,6 +46,29 @@ pub fn decode_name_cursor(c: &str) -> Option<String> {
     (!name.is_empty() && !name.chars().any(char::is_control)).then_some(name)
 }
 
+/// A list ordered by user, then newest first (the admin's API tokens): the place after the
+/// token `id` of `user` made at `at`, in URL-safe base64.
+pub fn encode_user_cursor(user: &str, at: DateTime<Utc>, id: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(format!("user:{}:{id}:{user}", at.timestamp_millis()))
+}
+
+/// The place [`encode_user_cursor`] gave, as (user, time, id); `None` for anything else. The
+/// id (Gantry's own, a UUID) holds no colon; the user, last, may.
+pub fn decode_user_cursor(c: &str) -> Option<(String, DateTime<Utc>, String)> {
+    use base64::Engine;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(c.trim())
+        .ok()?;
+    let text = String::from_utf8(raw).ok()?;
+    let (ms, rest) = text.strip_prefix("user:")?.split_once(':')?;
+    let (id, user) = rest.split_once(':')?;
+    let at = chrono::TimeZone::timestamp_millis_opt(&Utc, ms.parse().ok()?).single()?;
+    let fine = |s: &str| !s.is_empty() && !s.chars().any(char::is_control);
+    (fine(id) && fine(user)).then(|| (user.to_string(), at, id.to_string()))
+}
+
 /// The page size asked for, checked: `PAGE_DEFAULT` when none.
 pub fn page_size(limit: Option<u32>) -> Result<u32, Error> {
     let limit = limit.unwrap_or(PAGE_DEFAULT);
@@ -94,5 +117,28 @@ mod tests {
             "a job cursor is not a name cursor"
         );
         assert_eq!(decode_name_cursor("bmFtZTo"), None, "an empty name");
+        let u = encode_user_cursor("ops:bot", at, "0190-token");
+        assert_eq!(
+            decode_user_cursor(&u),
+            Some(("ops:bot".to_string(), at, "0190-token".to_string())),
+            "a user name may hold a colon"
+        );
+        assert_eq!(
+            decode_user_cursor(&c),
+            None,
+            "a job cursor is not a user cursor"
+        );
+        assert_eq!(decode_cursor(&u), None, "nor the other way round");
+        assert_eq!(decode_user_cursor(&n), None);
+        use base64::Engine;
+        let raw = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+        for bad in [
+            "user:12:id:",
+            "user:12::alice",
+            "user:x:id:alice",
+            "user:12:id",
+        ] {
+            assert_eq!(decode_user_cursor(&raw(bad)), None, "{bad}");
+        }
     }
 }

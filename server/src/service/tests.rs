@@ -544,7 +544,7 @@ async fn an_admin_lists_and_revokes_any_users_token_on(db: TestDb) {
     .await
     .unwrap();
 
-    let all = p.live_tokens(&carol, None).await.unwrap();
+    let all = p.live_tokens(&carol, None, None, None).await.unwrap();
     let listed: Vec<(String, String)> = all
         .tokens
         .iter()
@@ -556,8 +556,48 @@ async fn an_admin_lists_and_revokes_any_users_token_on(db: TestDb) {
         [("alice", "laptop"), ("alice", "ci"), ("bob", "agent")]
             .map(|(u, n)| (u.to_string(), n.to_string()))
     );
-    assert_eq!(all.total, 3);
-    let only_bob = p.live_tokens(&carol, Some(" bob ".into())).await.unwrap();
+    assert_eq!((all.total, all.next_cursor.as_deref()), (3, None));
+    // A page at a time: the same tokens in the same order, each once, the count on every page.
+    let mut walked = Vec::new();
+    let mut cursor: Option<String> = None;
+    // Bounded: a cursor that does not move on would walk for ever.
+    for _ in 0..=listed.len() {
+        let page = p
+            .live_tokens(&carol, None, cursor.as_deref(), Some(1))
+            .await
+            .unwrap();
+        assert_eq!((page.tokens.len(), page.total), (1, 3));
+        walked.extend(
+            page.tokens
+                .iter()
+                .map(|t| (t.user.clone(), t.info.name.clone())),
+        );
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert_eq!(walked, listed);
+    assert_eq!(cursor, None, "the last page gives no cursor");
+    for (cursor, limit, field) in [
+        (Some("not-a-cursor"), None, "cursor"),
+        (None, Some(0), "limit"),
+        (None, Some(201), "limit"),
+    ] {
+        let err = p
+            .live_tokens(&carol, None, cursor, limit)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (err.status(), err.field.as_deref()),
+            (422, Some(field)),
+            "{err}"
+        );
+    }
+    let only_bob = p
+        .live_tokens(&carol, Some(" bob ".into()), None, None)
+        .await
+        .unwrap();
     assert_eq!(only_bob.tokens.len(), 1);
     assert_eq!(
         (only_bob.tokens[0].info.id.as_str(), only_bob.total),
@@ -568,7 +608,7 @@ async fn an_admin_lists_and_revokes_any_users_token_on(db: TestDb) {
     let expired = p.revoke_token(&carol, "t-expired").await.unwrap_err();
     assert_eq!(expired.status(), 404, "{expired}");
     // A member may not list them, nor revoke another's: it answers as an unknown id.
-    let refused = p.live_tokens(&alice, None).await.unwrap_err();
+    let refused = p.live_tokens(&alice, None, None, None).await.unwrap_err();
     assert_eq!(refused.status(), 403, "{refused}");
     let refused = p.revoke_token(&alice, &b1.info.id).await.unwrap_err();
     assert_eq!(refused.status(), 404, "{refused}");
@@ -610,9 +650,24 @@ async fn an_admin_lists_and_revokes_any_users_token_on(db: TestDb) {
     );
     assert_eq!(entry.before.as_ref().unwrap()["name"], "ci");
     // Gone from the list; a second revocation finds no live token.
-    let after = p.live_tokens(&carol, Some("alice".into())).await.unwrap();
+    let after = p
+        .live_tokens(&carol, Some("alice".into()), None, None)
+        .await
+        .unwrap();
     assert_eq!(after.tokens.len(), 1);
     assert_eq!(after.tokens[0].info.id, a2.info.id);
+    // A page whose tokens went since is empty and still says how many are live.
+    let first = p.live_tokens(&carol, None, None, Some(1)).await.unwrap();
+    assert_eq!(first.total, 2);
+    p.revoke_token(&bob, &b1.info.id).await.unwrap();
+    let rest = p
+        .live_tokens(&carol, None, first.next_cursor.as_deref(), Some(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        (rest.tokens.len(), rest.total, rest.next_cursor),
+        (0, 1, None)
+    );
     let again = p.revoke_token(&carol, &a1.info.id).await.unwrap_err();
     assert_eq!(again.status(), 404, "{again}");
     f.stop().await;

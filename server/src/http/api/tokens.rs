@@ -40,16 +40,23 @@ pub(super) async fn create_token(
 #[serde(deny_unknown_fields)]
 pub(super) struct AdminTokensQuery {
     user: Option<String>,
+    cursor: Option<String>,
+    limit: Option<u32>,
 }
 
-/// `GET /api/v1/admin/tokens` (admins): every user's live tokens, or `user`'s, as
-/// `{"tokens": [{"user": ..., "id": ..., "name": ...}], "total": N, "limit": 500}`.
+/// `GET /api/v1/admin/tokens` (admins): a page of every user's live tokens, or of `user`'s,
+/// as `{"tokens": [{"user": ..., "id": ..., "name": ...}], "total": N, "next_cursor": ...}`.
 pub(super) async fn admin_tokens(
     State(state): State<AppState>,
     ApiViewer(v): ApiViewer,
     ApiQuery(q): ApiQuery<AdminTokensQuery>,
 ) -> ApiResult<impl IntoResponse> {
-    Ok(Json(state.portal.live_tokens(&v, q.user).await?))
+    Ok(Json(
+        state
+            .portal
+            .live_tokens(&v, q.user, q.cursor.as_deref(), q.limit)
+            .await?,
+    ))
 }
 
 /// `DELETE /api/v1/tokens/{id}`: the caller's own token, or for an admin anyone's.
