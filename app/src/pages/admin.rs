@@ -786,11 +786,15 @@ fn AdminTokens() -> impl IntoView {
                         view! {
                             <p class="muted" data-testid="admin-tokens-empty">
                                 {if first.is_some() {
-                                    "No live tokens past the last page's: they were revoked or expired since."
+                                    format!(
+                                        "No more live tokens on this page: they were revoked or expired since. {} live token{} in all.",
+                                        format::thousands(list.total),
+                                        if list.total == 1 { "" } else { "s" },
+                                    )
                                 } else if user().is_some() {
-                                    "This user has no live API tokens."
+                                    "This user has no live API tokens.".to_string()
                                 } else {
-                                    "Nobody has a live API token."
+                                    "Nobody has a live API token.".to_string()
                                 }}
                             </p>
                             {first.map(|h| view! { <p><a class="button" href=h data-testid="admin-tokens-first">"← First page"</a></p> })}
@@ -800,7 +804,7 @@ fn AdminTokens() -> impl IntoView {
                         let shown = list.tokens.len() as u64;
                         let first = get("cursor").map(|_| link(None));
                         let next = list.next_cursor.as_deref().map(|c| link(Some(c)));
-                        let count = if shown == list.total {
+                        let count = if shown == list.total && first.is_none() {
                             format!("{} live token{}, by user", format::thousands(list.total), if list.total == 1 { "" } else { "s" })
                         } else {
                             format!("{} of {} live tokens, by user{}", format::thousands(shown), format::thousands(list.total), if first.is_some() { " (a later page)" } else { "" })

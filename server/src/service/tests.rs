@@ -594,6 +594,34 @@ async fn an_admin_lists_and_revokes_any_users_token_on(db: TestDb) {
             "{err}"
         );
     }
+    // One user's, a page at a time: the filter and the place together.
+    let alice_first = p
+        .live_tokens(&carol, Some("alice".into()), None, Some(1))
+        .await
+        .unwrap();
+    let alice_rest = p
+        .live_tokens(
+            &carol,
+            Some("alice".into()),
+            alice_first.next_cursor.as_deref(),
+            Some(1),
+        )
+        .await
+        .unwrap();
+    let names = |l: &app::model::UserApiTokens| {
+        l.tokens
+            .iter()
+            .map(|t| t.info.name.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        (names(&alice_first), alice_first.total),
+        (vec!["laptop".to_string()], 2)
+    );
+    assert_eq!(
+        (names(&alice_rest), alice_rest.total, alice_rest.next_cursor),
+        (vec!["ci".to_string()], 2, None)
+    );
     let only_bob = p
         .live_tokens(&carol, Some(" bob ".into()), None, None)
         .await
