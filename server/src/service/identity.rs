@@ -258,10 +258,18 @@ impl Portal {
     pub async fn revoke_token(&self, viewer: &Viewer, id: &str) -> Result<(), Error> {
         crate::input::single_line("id", id)?;
         let now = Utc::now();
+        // The audit entry names the token as an admin's revocation of another's does.
+        let name = self
+            .db
+            .list_tokens(&viewer.user)
+            .await?
+            .into_iter()
+            .find(|t| t.id == id)
+            .map(|t| t.name);
         if self.db.revoke_token(&viewer.user, id, now).await? {
             let mut entry =
                 crate::db::AuditEntry::new(&viewer.user, "token.revoke", &viewer.user, now);
-            entry.before = Some(serde_json::json!({"id": id}));
+            entry.before = Some(serde_json::json!({"id": id, "name": name, "user": viewer.user}));
             return self.audit(entry).await;
         }
         if viewer.is_admin {

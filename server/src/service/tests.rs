@@ -677,6 +677,34 @@ async fn an_admin_lists_and_revokes_any_users_token_on(db: TestDb) {
         ("carol", "alice")
     );
     assert_eq!(entry.before.as_ref().unwrap()["name"], "ci");
+    // An owner's own revocation is audited the same way: which token, its name, whose.
+    let own = p
+        .audit_log(
+            &carol,
+            crate::db::AuditFilter {
+                action: Some("token.revoke".into()),
+                target: Some("bob".into()),
+                ..Default::default()
+            },
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    let own = own
+        .entries
+        .iter()
+        .find(|e| {
+            e.before
+                .as_ref()
+                .is_some_and(|b| b["id"] == gone.info.id.as_str())
+        })
+        .expect("bob's revocation of his own token is audited");
+    assert_eq!(own.actor, "bob");
+    assert_eq!(
+        own.before,
+        Some(serde_json::json!({"id": gone.info.id, "name": "old", "user": "bob"}))
+    );
     // Gone from the list; a second revocation finds no live token.
     let after = p
         .live_tokens(&carol, Some("alice".into()), None, None)
