@@ -315,6 +315,15 @@ impl Portal {
                 )
             })?),
         };
+        // A place in one user's list is not a place in another's: their pages would not join up.
+        if let (Some(u), Some((at_user, _, _))) = (&user, &after) {
+            if u != at_user {
+                return Err(Error::invalid(
+                    "cursor",
+                    format!("this cursor is a place in another list, not in user '{u}''s tokens; leave it out to start from the first page"),
+                ));
+            }
+        }
         // One more than a page: whether there is a next page.
         let (mut rows, total) = self
             .db

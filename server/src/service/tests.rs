@@ -608,6 +608,21 @@ async fn an_admin_lists_and_revokes_any_users_token_on(db: TestDb) {
         )
         .await
         .unwrap();
+    // A place in one user's list is refused in another's.
+    let mixed = p
+        .live_tokens(
+            &carol,
+            Some("bob".into()),
+            alice_first.next_cursor.as_deref(),
+            Some(1),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (mixed.status(), mixed.field.as_deref()),
+        (422, Some("cursor")),
+        "{mixed}"
+    );
     let names = |l: &app::model::UserApiTokens| {
         l.tokens
             .iter()
