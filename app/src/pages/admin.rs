@@ -547,6 +547,23 @@ fn AdminAudit() -> impl IntoView {
     }
 }
 
+/// A paged list's URL at `path` with its one filter (`key=value`, when set) and a page's
+/// cursor (none: the first page), each value percent-encoded.
+fn list_link(path: &str, key: &str, value: Option<String>, cursor: Option<&str>) -> String {
+    let mut parts = Vec::new();
+    if let Some(v) = value {
+        parts.push(format!("{key}={}", crate::format::query_value(&v)));
+    }
+    if let Some(c) = cursor {
+        parts.push(format!("cursor={}", crate::format::query_value(c)));
+    }
+    if parts.is_empty() {
+        path.to_string()
+    } else {
+        format!("{path}?{}", parts.join("&"))
+    }
+}
+
 #[component]
 pub fn AdminTemplatesPage() -> impl IntoView {
     view! {
@@ -594,20 +611,7 @@ fn AdminTemplates() -> impl IntoView {
         move || (get("q"), get("cursor"), changed.get()),
         |(q, cursor, _)| crate::functions::templates_page(q, cursor),
     );
-    let link = move |cursor: Option<&str>| {
-        let mut parts = Vec::new();
-        if let Some(q) = get("q") {
-            parts.push(format!("q={}", crate::format::query_value(&q)));
-        }
-        if let Some(c) = cursor {
-            parts.push(format!("cursor={}", crate::format::query_value(c)));
-        }
-        if parts.is_empty() {
-            "/admin/templates".to_string()
-        } else {
-            format!("/admin/templates?{}", parts.join("&"))
-        }
-    };
+    let link = move |cursor: Option<&str>| list_link("/admin/templates", "q", get("q"), cursor);
     let definition = RwSignal::new(EXAMPLE_TEMPLATE.to_string());
     // `None`: a new template; `Some(name)`: a new version of it.
     let target = RwSignal::new(None::<String>);
@@ -740,20 +744,7 @@ fn AdminTokens() -> impl IntoView {
         |(user, cursor, _)| crate::functions::admin_api_tokens(user, cursor),
     );
     // This page's URL with another cursor (or none: the first page).
-    let link = move |cursor: Option<&str>| {
-        let mut parts = Vec::new();
-        if let Some(u) = user() {
-            parts.push(format!("user={}", crate::format::query_value(&u)));
-        }
-        if let Some(c) = cursor {
-            parts.push(format!("cursor={}", crate::format::query_value(c)));
-        }
-        if parts.is_empty() {
-            "/admin/tokens".to_string()
-        } else {
-            format!("/admin/tokens?{}", parts.join("&"))
-        }
-    };
+    let link = move |cursor: Option<&str>| list_link("/admin/tokens", "user", user(), cursor);
     // The token whose revocation waits for a second click.
     let confirming = RwSignal::new(None::<String>);
     let revoke = Action::new(move |id: &String| {

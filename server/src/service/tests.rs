@@ -665,27 +665,27 @@ async fn an_admin_lists_and_revokes_any_users_token_on(db: TestDb) {
         p.viewer_by_token(&a2.token).await.is_ok(),
         "her other token still works"
     );
-    let audit = p
-        .audit_log(
-            &carol,
+    // The audit log's entry for the revocation of token `id` of `owner`, as carol reads it.
+    let admin = &carol;
+    let revocation = move |owner: &'static str, id: String| async move {
+        p.audit_log(
+            admin,
             crate::db::AuditFilter {
                 action: Some("token.revoke".into()),
-                target: Some("alice".into()),
+                target: Some(owner.into()),
                 ..Default::default()
             },
             None,
             None,
         )
         .await
-        .unwrap();
-    let entry = audit
+        .unwrap()
         .entries
-        .iter()
-        .find(|e| {
-            e.before
-                .as_ref()
-                .is_some_and(|b| b["id"] == a1.info.id.as_str())
-        })
+        .into_iter()
+        .find(|e| e.before.as_ref().is_some_and(|b| b["id"] == id.as_str()))
+    };
+    let entry = revocation("alice", a1.info.id.clone())
+        .await
         .expect("the admin's revocation is audited");
     assert_eq!(
         (entry.actor.as_str(), entry.target.as_str()),
@@ -693,27 +693,8 @@ async fn an_admin_lists_and_revokes_any_users_token_on(db: TestDb) {
     );
     assert_eq!(entry.before.as_ref().unwrap()["name"], "ci");
     // An owner's own revocation is audited the same way: which token, its name, whose.
-    let own = p
-        .audit_log(
-            &carol,
-            crate::db::AuditFilter {
-                action: Some("token.revoke".into()),
-                target: Some("bob".into()),
-                ..Default::default()
-            },
-            None,
-            None,
-        )
+    let own = revocation("bob", gone.info.id.clone())
         .await
-        .unwrap();
-    let own = own
-        .entries
-        .iter()
-        .find(|e| {
-            e.before
-                .as_ref()
-                .is_some_and(|b| b["id"] == gone.info.id.as_str())
-        })
         .expect("bob's revocation of his own token is audited");
     assert_eq!(own.actor, "bob");
     assert_eq!(
