@@ -39,12 +39,29 @@ impl Default for Channels {
     }
 }
 
-/// A webhook address as shown back: scheme, host and the last four characters. A Slack
-/// incoming-webhook URL is itself the credential, so it is never shown whole.
+/// A webhook address as shown back: scheme, host (with its port) and the last four characters
+/// of the path and query. A Slack incoming-webhook URL is itself the credential, so it is never
+/// shown whole, and a user name or password in the address (`https://user:pass@host/…`) is
+/// never shown at all.
 pub fn redact_webhook_url(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let host = rest.split('/').next().unwrap_or("");
-    let tail: String = url
+    let Ok(parsed) = url::Url::parse(url) else {
+        return "(an address that does not parse)".to_string();
+    };
+    let host = match (parsed.host_str(), parsed.port()) {
+        (Some(h), Some(p)) => format!("{h}:{p}"),
+        (Some(h), None) => h.to_string(),
+        (None, _) => String::new(),
+    };
+    let rest = format!(
+        "{}{}",
+        parsed.path(),
+        parsed.query().map_or(String::new(), |q| format!("?{q}"))
+    );
+    let scheme = parsed.scheme();
+    if rest.len() <= 1 {
+        return format!("{scheme}://{host}/");
+    }
+    let tail: String = rest
         .chars()
         .rev()
         .take(4)
@@ -52,9 +69,6 @@ pub fn redact_webhook_url(url: &str) -> String {
         .into_iter()
         .rev()
         .collect();
-    if rest.len() <= host.len() + 1 {
-        return format!("{scheme}://{host}/");
-    }
     format!("{scheme}://{host}/…{tail}")
 }
 
@@ -288,6 +302,30 @@ mod tests {
         assert_eq!(
             redact_webhook_url("http://127.0.0.1:9000/"),
             "http://127.0.0.1:9000/"
+        );
+        // A password in the address is the credential itself: never shown, nor the user.
+        for url in [
+            "https://gantry:S3cret@chat.internal/hooks/abcd",
+            "https://gantry:S3cret@chat.internal:8443/hooks/abcd",
+            "https://S3cret@chat.internal/",
+        ] {
+            let shown = redact_webhook_url(url);
+            assert!(
+                !shown.contains("S3cret") && !shown.contains('@'),
+                "{url} -> {shown}"
+            );
+            assert!(
+                shown.starts_with("https://chat.internal"),
+                "{url} -> {shown}"
+            );
+        }
+        assert_eq!(
+            redact_webhook_url("https://u:p@chat.internal:8443/hooks/abcd?x=1"),
+            "https://chat.internal:8443/…?x=1"
+        );
+        assert_eq!(
+            redact_webhook_url("not a url"),
+            "(an address that does not parse)"
         );
     }
 
