@@ -547,6 +547,34 @@ async fn logs_and_the_failure_come_from_the_pods_and_outlive_them() {
     assert_eq!(res.headers()["x-gantry-log-source"], "kept");
     let kept = res.text().await.unwrap();
     assert!(kept.contains("CUDA out of memory"), "{kept}");
+
+    // RBAC refuses the log: the viewer is told so with the request's id to quote, never the
+    // API server's own words (its service account, the namespace, the pod's name).
+    api.add_pod(
+        "team-nlp",
+        pod(0, json!({"phase": "Failed"})),
+        vec![(at(1), "rank 0 starting".into())],
+    );
+    api.forbid_logs(true);
+    let res = alice
+        .get(format!("{}/api/v1/jobs/{id}/logs?rank=0", g.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    let request = res.headers()["x-request-id"].to_str().unwrap().to_string();
+    let message = res.headers()["x-gantry-log-message"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains(&format!("request {request}")) && message.contains("did not answer"),
+        "{message}"
+    );
+    for secret in ["serviceaccount", "forbidden", "team-nlp", name.as_str()] {
+        assert!(!message.contains(secret), "{secret} in {message}");
+    }
+    assert!(res.text().await.unwrap().contains("received SIGTERM"));
     g.running.stop().await;
 }
 

@@ -225,9 +225,9 @@ impl PrometheusMetrics {
         })?;
         if answer.status != "success" {
             tracing::warn!(%status, error = answer.error.as_deref().unwrap_or(""), "Prometheus refused a query");
+            // Its words quote the query (the job's labels): logged above, not shown.
             return Err(MetricsError::Unavailable(format!(
-                "Prometheus refused the query (HTTP {status}): {}",
-                answer.error.unwrap_or_default()
+                "Prometheus refused the query (HTTP {status})"
             )));
         }
         Ok(answer.data.map(|d| d.result).unwrap_or_default())
@@ -431,6 +431,31 @@ impl Metrics for PrometheusMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Prometheus' words on a refused query quote the query (the job's pods and namespace):
+    /// they go to the log, and the viewer is told only that it refused, with its status.
+    #[tokio::test]
+    async fn a_refused_query_is_told_without_prometheus_words() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = axum::Router::new().fallback(|| async {
+            (
+                http::StatusCode::BAD_REQUEST,
+                r#"{"status":"error","errorType":"bad_data","error":"1:23: parse error: unexpected \"}\" in label matching, expected string, near namespace=\"team-secret\""}"#,
+            )
+        });
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        let m = PrometheusMetrics::new(&format!("http://{addr}/"), Duration::from_secs(5), "team-")
+            .unwrap();
+        let Err(e) = m.get("api/v1/query", &[("query", "up".to_string())]).await else {
+            panic!("a refused query answered");
+        };
+        assert_eq!(
+            e.reason(),
+            "Prometheus refused the query (HTTP 400 Bad Request)"
+        );
+        server.abort();
+    }
 
     #[test]
     fn pods_order_naturally() {

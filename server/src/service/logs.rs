@@ -67,6 +67,7 @@ impl Portal {
             ));
         }
         let src = log_source(&row);
+        // The id of the request whose read failed, when it failed.
         let unavailable = match self.cluster.logs(&src, &q).await {
             Ok(Some(lines)) => {
                 return Ok(JobLogs {
@@ -80,14 +81,17 @@ impl Portal {
             }
             Ok(None) => None,
             Err(e) => {
-                tracing::warn!(job.id = %id, error = %e, "could not read the job's logs from the cluster");
-                Some(e.to_string())
+                // The cluster's own words (its service account, namespaces, pod names) go to
+                // the log with the request's id; the viewer gets the id to quote.
+                let request = crate::context::current_request_id();
+                tracing::warn!(job.id = %id, request_id = %request, error = %e, "could not read the job's logs from the cluster");
+                Some(request)
             }
         };
         let kept = self.db.kept_logs(id).await?;
         if kept.is_empty() {
             return Ok(match unavailable {
-                Some(e) => empty(&format!("Logs unavailable: {e}. Gantry tries again as you follow.")),
+                Some(request) => empty(&format!("Logs unavailable: the cluster did not answer (request {request}). Gantry tries again as you follow.")),
                 None if row.state.is_active() => empty("No logs yet: the pods are starting."),
                 None => empty("No logs: the cluster deleted the pods and Gantry kept none of this job's lines."),
             });
@@ -100,7 +104,7 @@ impl Portal {
             source: FROM_KEPT.into(),
             truncated,
             message: Some(match unavailable {
-                Some(e) => format!("The cluster did not answer ({e}); showing the lines Gantry kept when the job ended."),
+                Some(request) => format!("The cluster did not answer (request {request}); showing the lines Gantry kept when the job ended."),
                 None => format!(
                     "The pods are gone; showing the last {} lines per rank Gantry kept when the job ended.",
                     KEEP_LINES_PER_RANK

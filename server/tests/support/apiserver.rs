@@ -36,6 +36,8 @@ struct Store {
     requests: Vec<String>,
     /// "namespace/pod" → its container's lines, as the kubelet would serve them.
     pod_logs: BTreeMap<String, Vec<(DateTime<Utc>, String)>>,
+    /// Whether reading a pod's log is forbidden (RBAC), as [`ApiServer::forbid_logs`] set.
+    logs_forbidden: bool,
 }
 
 /// A line written to a pod's log ("namespace/pod", the line), or `None` when the pod's
@@ -128,6 +130,11 @@ impl ApiServer {
             let _ = axum::serve(listener, app).await;
         });
         *self.task.lock().unwrap() = Some(task);
+    }
+
+    /// Reading a pod's log is forbidden (`true`) as RBAC would answer, or allowed again.
+    pub fn forbid_logs(&self, forbidden: bool) {
+        self.store.lock().unwrap().logs_forbidden = forbidden;
     }
 
     /// The API server goes away (connections refused) until [`ApiServer::up`].
@@ -354,6 +361,11 @@ fn core_pods(me: &ApiServer, ns: &str, rest: &[&str], query: &str) -> Response {
                 json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": s.rv.to_string()}, "items": items}),
             )
         }
+        [name, "log"] if s.logs_forbidden => reply(
+            StatusCode::FORBIDDEN,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+                   "message": format!("pods \"{name}\" is forbidden: User \"system:serviceaccount:gantry:gantry\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"{ns}\"")}),
+        ),
         [name, "log"] => {
             let Some(lines) = s.pod_logs.get(&format!("{ns}/{name}")) else {
                 return not_found(name);
