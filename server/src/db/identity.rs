@@ -118,7 +118,25 @@ impl Db {
     /// created or updated from the claims, and their memberships become exactly `teams`
     /// (the provider's groups are the truth). Returns the user id, which is
     /// `wanted_user_id` on first sign-in unless another person already has it.
+    ///
+    /// Two first sign-ins at once (two people whose names give the same id, or one person in
+    /// two tabs) never share a user: a new id is claimed by an insert that does nothing when
+    /// the id is taken, committed or not (Postgres waits for the other transaction), and a
+    /// person whose identity was recorded meanwhile signs in again as the user it names.
     pub async fn sign_in_identity(&self, s: &IdentitySignIn<'_>) -> Result<String> {
+        // Lost a race for the identity at most once per concurrent first sign-in of the same
+        // person; the next round finds it recorded.
+        for _ in 0..3 {
+            if let Some(user) = self.try_sign_in_identity(s).await? {
+                return Ok(user);
+            }
+        }
+        Err(DbError::Conflict)
+    }
+
+    /// One try of [`Db::sign_in_identity`]; `None` (nothing written) when the same identity
+    /// was recorded by another sign-in meanwhile.
+    async fn try_sign_in_identity(&self, s: &IdentitySignIn<'_>) -> Result<Option<String>> {
         let mut tx = self.begin_write().await?;
         let known: Option<String> =
             sqlx::query("SELECT user_id FROM user_identity WHERE issuer = $1 AND subject = $2")
@@ -129,19 +147,42 @@ impl Db {
                 .map_err(map_err)?
                 .map(|r| r.try_get("user_id"))
                 .transpose()?;
+        let is_known = known.is_some();
         let user = match known {
-            Some(u) => u,
+            Some(u) => {
+                sqlx::query(
+                    "INSERT INTO app_user (user_id, display_name, email, is_admin, created_at) \
+                     VALUES ($1, $2, $3, $4, $5) \
+                     ON CONFLICT (user_id) DO UPDATE SET display_name = $2, email = $3, is_admin = $4",
+                )
+                .bind(&u)
+                .bind(s.display_name)
+                .bind(s.email)
+                .bind(s.is_admin as i64)
+                .bind(ms(s.at))
+                .execute(&mut *tx)
+                .await
+                .map_err(map_err)?;
+                u
+            }
             None => {
                 let mut candidate = s.wanted_user_id.to_string();
                 let mut n = 1;
                 loop {
-                    let taken = sqlx::query("SELECT 1 AS one FROM app_user WHERE user_id = $1")
-                        .bind(&candidate)
-                        .fetch_optional(&mut *tx)
-                        .await
-                        .map_err(map_err)?
-                        .is_some();
-                    if !taken {
+                    let claimed = sqlx::query(
+                        "INSERT INTO app_user (user_id, display_name, email, is_admin, created_at) \
+                         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (user_id) DO NOTHING",
+                    )
+                    .bind(&candidate)
+                    .bind(s.display_name)
+                    .bind(s.email)
+                    .bind(s.is_admin as i64)
+                    .bind(ms(s.at))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(map_err)?
+                    .rows_affected();
+                    if claimed == 1 {
                         break candidate;
                     }
                     n += 1;
@@ -149,18 +190,6 @@ impl Db {
                 }
             }
         };
-        sqlx::query(
-            "INSERT INTO app_user (user_id, display_name, email, is_admin, created_at) VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (user_id) DO UPDATE SET display_name = $2, email = $3, is_admin = $4",
-        )
-        .bind(&user)
-        .bind(s.display_name)
-        .bind(s.email)
-        .bind(s.is_admin as i64)
-        .bind(ms(s.at))
-        .execute(&mut *tx)
-        .await
-        .map_err(map_err)?;
         sqlx::query("DELETE FROM membership WHERE user_id = $1")
             .bind(&user)
             .execute(&mut *tx)
@@ -175,20 +204,33 @@ impl Db {
                 .await
                 .map_err(map_err)?;
         }
-        sqlx::query(
-            "INSERT INTO user_identity (issuer, subject, user_id, idp_groups, last_sign_in_at) VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (issuer, subject) DO UPDATE SET idp_groups = $4, last_sign_in_at = $5",
-        )
+        let recorded = if is_known {
+            sqlx::query(
+                "UPDATE user_identity SET idp_groups = $3, last_sign_in_at = $4 \
+                 WHERE issuer = $1 AND subject = $2 AND user_id = $5",
+            )
+        } else {
+            // Another first sign-in of the same person may have recorded it since the read
+            // above: then this one wrote a user of its own, which must not stay.
+            sqlx::query(
+                "INSERT INTO user_identity (issuer, subject, idp_groups, last_sign_in_at, user_id) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (issuer, subject) DO NOTHING",
+            )
+        }
         .bind(s.issuer)
         .bind(s.subject)
-        .bind(&user)
         .bind(serde_json::to_string(s.groups)?)
         .bind(ms(s.at))
+        .bind(&user)
         .execute(&mut *tx)
         .await
-        .map_err(map_err)?;
+        .map_err(map_err)?
+        .rows_affected();
+        if recorded != 1 {
+            return Ok(None); // rolled back as the transaction drops
+        }
         self.commit(tx).await?;
-        Ok(user)
+        Ok(Some(user))
     }
 
     pub async fn team_ids(&self) -> Result<Vec<String>> {

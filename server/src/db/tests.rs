@@ -1209,3 +1209,93 @@ async fn an_admin_change_is_stored_with_its_audit_entry_or_not_at_all_on_postgre
     an_admin_change_is_stored_with_its_audit_entry_or_not_at_all(&db).await;
     db.drop_database().await;
 }
+
+/// First sign-ins through the provider at the same moment: two people whose names give the
+/// same id get a user each, with their own teams, and one person signing in twice at once
+/// (two tabs) is one user. Raced many times over a pool of several connections; on Postgres
+/// each transaction's reads see nothing the other has not committed.
+async fn first_sign_ins_at_once_never_share_a_user(t: &TestDb) {
+    use crate::domain::identity::IdentitySignIn;
+    use app::model::domain::{Membership, Role};
+    fn sign_in<'a>(
+        subject: &'a str,
+        wanted: &'a str,
+        teams: &'a [Membership],
+    ) -> IdentitySignIn<'a> {
+        IdentitySignIn {
+            issuer: "https://idp.example.com",
+            subject,
+            wanted_user_id: wanted,
+            display_name: subject,
+            email: None,
+            is_admin: false,
+            teams,
+            groups: &[],
+            at: Utc::now(),
+        }
+    }
+    let db = Db::connect(&t.url, 4).await.expect("connect");
+    crate::seed::seed_catalog(&db, Utc::now()).await.unwrap();
+    let teams = db.team_ids().await.unwrap();
+    let member = |team: &str| {
+        vec![Membership {
+            team: team.to_string(),
+            role: Role::Member,
+        }]
+    };
+    let (ours, theirs) = (member(&teams[0]), member(&teams[1]));
+    for round in 0..12 {
+        let (wanted, a, b) = (
+            format!("sam-{round}"),
+            format!("a-{round}"),
+            format!("b-{round}"),
+        );
+        let (sa, sb) = (sign_in(&a, &wanted, &ours), sign_in(&b, &wanted, &theirs));
+        let (x, y) = tokio::join!(db.sign_in_identity(&sa), db.sign_in_identity(&sb));
+        let (x, y) = (x.unwrap(), y.unwrap());
+        assert_ne!(x, y, "round {round}: two people, one user");
+        for (user, teams) in [(&x, &ours), (&y, &theirs)] {
+            let v = db.get_viewer(user).await.unwrap().expect("the user");
+            assert_eq!(&v.teams, teams, "round {round}: {user}'s teams");
+        }
+        // Each signs in again as the user they were given.
+        assert_eq!(
+            db.sign_in_identity(&sign_in(&a, &wanted, &ours))
+                .await
+                .unwrap(),
+            x
+        );
+        assert_eq!(
+            db.sign_in_identity(&sign_in(&b, &wanted, &theirs))
+                .await
+                .unwrap(),
+            y
+        );
+
+        // One person, two tabs: one user, and no second one left behind.
+        let (same, c) = (format!("tabs-{round}"), format!("c-{round}"));
+        let (sc, sd) = (sign_in(&c, &same, &ours), sign_in(&c, &same, &ours));
+        let (p, q) = tokio::join!(db.sign_in_identity(&sc), db.sign_in_identity(&sd));
+        assert_eq!(
+            p.unwrap(),
+            q.unwrap(),
+            "round {round}: one person, two users"
+        );
+        assert!(
+            db.get_viewer(&format!("{same}-2")).await.unwrap().is_none(),
+            "round {round}: a user of the tab that lost stayed"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_sign_ins_at_once_never_share_a_user_on_sqlite() {
+    first_sign_ins_at_once_never_share_a_user(&TestDb::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_sign_ins_at_once_never_share_a_user_on_postgres() {
+    let db = TestDb::postgres().await;
+    first_sign_ins_at_once_never_share_a_user(&db).await;
+    db.drop_database().await;
+}
