@@ -687,10 +687,20 @@ pub struct NewWebhook {
 }
 
 /// A new webhook and its signing secret, shown once.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct CreatedWebhook {
     pub webhook: WebhookInfo,
     pub secret: String,
+}
+
+/// Without the secret: whatever prints this must not print the credential.
+impl std::fmt::Debug for CreatedWebhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreatedWebhook")
+            .field("webhook", &self.webhook)
+            .field("secret", &"(hidden)")
+            .finish()
+    }
 }
 
 /// One delivery of a webhook, as its log shows it.

@@ -121,7 +121,7 @@ impl std::fmt::Debug for Pending {
 }
 
 /// Who signed in, from verified claims and the group mapping.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct SignedIn {
     pub issuer: String,
     pub subject: String,
@@ -133,6 +133,22 @@ pub struct SignedIn {
     pub is_admin: bool,
     /// The raw ID token, kept for `id_token_hint` at sign-out.
     pub id_token: String,
+}
+
+/// Without the ID token: it is a bearer credential the provider signed for this person.
+impl std::fmt::Debug for SignedIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignedIn")
+            .field("issuer", &self.issuer)
+            .field("subject", &self.subject)
+            .field("user_name", &self.user_name)
+            .field("display_name", &self.display_name)
+            .field("email", &self.email)
+            .field("groups", &self.groups)
+            .field("teams", &self.teams)
+            .field("is_admin", &self.is_admin)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why a sign-in was refused, in words for the person in front of the browser.
@@ -708,6 +724,40 @@ mod tests {
         let shown = format!("{p:?}");
         assert!(!shown.contains("s3cr3t"), "{shown}");
         assert!(shown.contains("/jobs"), "{shown}");
+        // Nor does who signed in show their ID token, nor a new webhook its secret.
+        let who = SignedIn {
+            issuer: "https://idp.example.com".into(),
+            subject: "s-1".into(),
+            user_name: "dana".into(),
+            display_name: "Dana".into(),
+            email: None,
+            groups: vec![],
+            teams: vec![],
+            is_admin: false,
+            id_token: "eyJ.s3cr3t.sig".into(),
+        };
+        let shown = format!("{who:?}");
+        assert!(
+            !shown.contains("s3cr3t") && shown.contains("dana"),
+            "{shown}"
+        );
+        let hook = app::model::CreatedWebhook {
+            webhook: app::model::WebhookInfo {
+                id: "w-1".into(),
+                url: "https://hooks.example.com/…abcd".into(),
+                kind: "generic".into(),
+                events: vec![],
+                team: None,
+                created_by: "dana".into(),
+                created_at: chrono::Utc::now(),
+            },
+            secret: "whsec-s3cr3t".into(),
+        };
+        let shown = format!("{hook:?}");
+        assert!(
+            !shown.contains("s3cr3t") && shown.contains("w-1"),
+            "{shown}"
+        );
     }
 
     #[test]
