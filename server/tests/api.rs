@@ -1928,6 +1928,19 @@ async fn job_lists_page_search_and_filter_on_the_server(t: Target) {
         .replace('+', "%2B");
     let (_, v) = alice.get(&format!("/api/v1/jobs?from={fourth}")).await;
     assert_eq!(names(&v), ["last-one", "bobs-llama", "mistral-eval"]);
+    // Both ends included for a time too: `to` at a job's own submission time holds it, and
+    // `from` and `to` the same time is that job (it was left out, and the pair a 422).
+    let (_, v) = alice.get(&format!("/api/v1/jobs?to={fourth}")).await;
+    assert_eq!(
+        names(&v).first().map(String::as_str),
+        launched[3]["name"].as_str(),
+        "{v}"
+    );
+    let (s, v) = alice
+        .get(&format!("/api/v1/jobs?from={fourth}&to={fourth}"))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(names(&v), [launched[3]["name"].as_str().unwrap()]);
     // Bad values: a 422 naming the field.
     for (q, field) in [
         ("limit=0", "limit"),

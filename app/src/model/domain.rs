@@ -416,8 +416,17 @@ mod tests {
             day_or_time("2026-12-01", true).unwrap(),
             Some(t("2026-12-02T00:00:00Z"))
         );
+        // A time as `to` includes its own millisecond, the precision jobs are kept to.
         assert_eq!(
             day_or_time("2026-12-01T09:30:00+01:00", true).unwrap(),
+            Some(t("2026-12-01T08:30:00.001Z"))
+        );
+        assert_eq!(
+            day_or_time("2026-12-01T09:30:00.0005Z", true).unwrap(),
+            Some(t("2026-12-01T09:30:00.001Z"))
+        );
+        assert_eq!(
+            day_or_time("2026-12-01T09:30:00+01:00", false).unwrap(),
             Some(t("2026-12-01T08:30:00Z"))
         );
         assert_eq!(day_or_time(" ", false).unwrap(), None);
@@ -509,8 +518,11 @@ pub struct JobFilter {
 pub const DAY_OR_TIME: &str =
     "a day as 2026-12-01 (UTC) or an RFC 3339 time such as 2026-12-01T09:30:00Z";
 
-/// A list's time bound: an RFC 3339 time, or a UTC day (its start; with `end`, the start of
-/// the next day, so `to` takes the whole day). Empty is no bound; anything else is `Err`.
+/// A list's time bound: an RFC 3339 time, or a UTC day (its start). With `end` it is the
+/// first instant past the bound, so that `to` includes what it names: the start of the next
+/// day for a day, and the next millisecond for a time (submission times are kept to the
+/// millisecond, so a job submitted at exactly `to` is in the list). Empty is no bound;
+/// anything else is `Err`.
 pub fn day_or_time(
     v: &str,
     end: bool,
@@ -520,7 +532,16 @@ pub fn day_or_time(
         return Ok(None);
     }
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(v) {
-        return Ok(Some(t.with_timezone(&chrono::Utc)));
+        let t = t.with_timezone(&chrono::Utc);
+        if !end {
+            return Ok(Some(t));
+        }
+        let past = t
+            .timestamp_millis()
+            .checked_add(1)
+            .and_then(chrono::DateTime::from_timestamp_millis)
+            .ok_or(DAY_OR_TIME)?;
+        return Ok(Some(past));
     }
     let day = chrono::NaiveDate::parse_from_str(v, "%Y-%m-%d").map_err(|_| DAY_OR_TIME)?;
     let day = if end {
