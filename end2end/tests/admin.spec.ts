@@ -209,6 +209,13 @@ test.describe.serial("admin: quotas", () => {
 
     await page.goto("/admin/audit?actor=nobody");
     await expect(page.getByTestId("audit-empty")).toBeVisible();
+    // The download filters as the page does: a "+" or "#" in a filter stays that character
+    // (a bare "+" read as a space, and a "#" cut the address short).
+    await page.goto("/admin/audit?actor=ops%2Bci%40example.com&target=team%23a");
+    await expect(page.getByTestId("audit-empty")).toBeVisible();
+    expect(await page.getByTestId("audit-csv").getAttribute("href")).toBe(
+      "/api/v1/audit?format=csv&actor=ops%2Bci%40example.com&target=team%23a",
+    );
   });
 
   test("an admin creates a template from YAML, is told the line of a mistake, and deprecates it", async ({ page, browserErrors }) => {

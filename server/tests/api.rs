@@ -789,6 +789,26 @@ async fn quota_api_checks_values_refuses_stale_edits_and_audits(t: Target) {
     assert!(at(&log[0]) >= at(&log[1]), "{log:?}");
     let (_, only) = carol.get("/api/v1/audit?action=auth.sign_in").await;
     assert_eq!(only["entries"].as_array().unwrap().len(), 1);
+    // A blank filter is no filter, and a value is taken without the spaces around it (both
+    // matched nothing): the same entry, as JSON and as CSV.
+    for q in [
+        "actor=&action=auth.sign_in&target=",
+        "action=%20auth.sign_in%20",
+    ] {
+        let (_, same) = carol.get(&format!("/api/v1/audit?{q}")).await;
+        assert_eq!(same["entries"], only["entries"], "{q}: {same}");
+        assert_eq!(same["total"], 1, "{q}: {same}");
+        let csv = carol
+            .http
+            .get(format!("{}/api/v1/audit?format=csv&{q}", app.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(csv.lines().count(), 2, "{q}: {csv}");
+    }
     // Pages of one: the two entries in order, each once, the same total on each page.
     let (_, p1) = carol.get("/api/v1/audit?limit=1").await;
     assert_eq!(

@@ -443,21 +443,17 @@ fn AdminAudit() -> impl IntoView {
             crate::functions::audit_records(actor, action, target, cursor)
         },
     );
+    // The filters as this page's URL has them, each value encoded whole (a `+`, `#` or `%`
+    // in an actor or a target is that character, not a space, a fragment or an escape).
+    let filters = move || -> Vec<String> {
+        ["actor", "action", "target"]
+            .into_iter()
+            .filter_map(|k| get(k).map(|v| format!("{k}={}", crate::format::query_value(&v))))
+            .collect()
+    };
     // This page's URL with another cursor (or none: the newest page).
     let page_link = move |cursor: Option<&str>| {
-        let mut q: Vec<String> = Vec::new();
-        for k in ["actor", "action", "target"] {
-            if let Some(v) = get(k) {
-                q.push(format!(
-                    "{k}={}",
-                    v.replace('%', "%25")
-                        .replace('&', "%26")
-                        .replace(' ', "%20")
-                        .replace('#', "%23")
-                        .replace('+', "%2B")
-                ));
-            }
-        }
+        let mut q = filters();
         if let Some(c) = cursor {
             q.push(format!("cursor={c}"));
         }
@@ -467,13 +463,10 @@ fn AdminAudit() -> impl IntoView {
             format!("/admin/audit?{}", q.join("&"))
         }
     };
+    // The download selects what the page does.
     let csv = move || {
         let mut q: Vec<String> = vec!["format=csv".into()];
-        for k in ["actor", "action", "target"] {
-            if let Some(v) = get(k) {
-                q.push(format!("{k}={}", v.replace('&', "%26").replace(' ', "%20")));
-            }
-        }
+        q.extend(filters());
         format!("/api/v1/audit?{}", q.join("&"))
     };
     let json = |v: &Option<serde_json::Value>| {

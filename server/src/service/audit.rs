@@ -33,6 +33,7 @@ impl Portal {
         limit: Option<u32>,
     ) -> Result<AuditPage, Error> {
         self.may_read_audit(viewer, &filter)?;
+        normalize(&mut filter);
         let limit = super::page::page_size(limit)?;
         filter.after = super::page::cursor_place(cursor)?;
         // One more than a page: whether there is a next page.
@@ -63,6 +64,7 @@ impl Portal {
         mut filter: crate::db::AuditFilter,
     ) -> Result<(Vec<crate::db::AuditEntry>, bool), Error> {
         self.may_read_audit(viewer, &filter)?;
+        normalize(&mut filter);
         filter.after = None;
         filter.limit = EXPORT_MAX + 1;
         let mut entries = self.db.audit(&filter).await?;
@@ -136,4 +138,15 @@ pub struct AuditPage {
     pub entries: Vec<crate::db::AuditEntry>,
     pub total: u64,
     pub next_cursor: Option<String>,
+}
+
+/// A blank filter (an empty `actor=` in a query, a field left with a space in it) is no
+/// filter, as the jobs list takes it; a value is taken without the spaces around it.
+fn normalize(filter: &mut crate::db::AuditFilter) {
+    for f in [&mut filter.actor, &mut filter.action, &mut filter.target] {
+        *f = f
+            .take()
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty());
+    }
 }
