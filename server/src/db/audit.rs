@@ -82,7 +82,7 @@ impl Db {
     pub async fn audit(&self, f: &AuditFilter) -> Result<Vec<AuditEntry>> {
         let (filter, binds) = audit_where(f, true);
         let sql = format!(
-            "SELECT audit_id, at, actor, action, target, before, after, address FROM audit{filter} ORDER BY at DESC, audit_id DESC LIMIT {}",
+            "SELECT {AUDIT_COLUMNS} FROM audit{filter} ORDER BY at DESC, audit_id DESC LIMIT {}",
             f.limit.clamp(1, 100_000)
         );
         let mut q = sqlx::query(&sql);
@@ -90,24 +90,59 @@ impl Db {
             q = q.bind(b);
         }
         let rows = q.fetch_all(&self.pool).await.map_err(map_err)?;
-        rows.iter()
-            .map(|r| {
-                let json = |col: &str| -> Result<Option<Value>> {
-                    Ok(r.try_get::<Option<String>, _>(col)?
-                        .map(|s| serde_json::from_str(&s))
-                        .transpose()?)
-                };
-                Ok(AuditEntry {
-                    id: r.try_get("audit_id")?,
-                    at: from_ms(r.try_get("at")?),
-                    actor: r.try_get("actor")?,
-                    action: r.try_get("action")?,
-                    target: r.try_get("target")?,
-                    before: json("before")?,
-                    after: json("after")?,
-                    address: r.try_get("address")?,
-                })
-            })
-            .collect()
+        rows.iter().map(audit_entry).collect()
     }
+
+    /// A page of [`Db::audit`] and how many entries the filters select on every page, read in
+    /// one statement, so the two agree however the log grows meanwhile. The count is joined
+    /// to the page, so an empty page (nothing selected, or past the last entry) is one row
+    /// that carries the count alone.
+    pub async fn audit_page(&self, f: &AuditFilter) -> Result<(Vec<AuditEntry>, u64)> {
+        // The count's arguments are the first of the page's: the place's come after them.
+        let (count_filter, _) = audit_where(f, false);
+        let (filter, binds) = audit_where(f, true);
+        let sql = format!(
+            "SELECT c.n, a.* FROM (SELECT COUNT(*) AS n FROM audit{count_filter}) c \
+             LEFT JOIN (SELECT {AUDIT_COLUMNS} FROM audit{filter} \
+             ORDER BY at DESC, audit_id DESC LIMIT {}) a ON 1 = 1 \
+             ORDER BY a.at DESC, a.audit_id DESC",
+            f.limit.clamp(1, 100_000)
+        );
+        let mut q = sqlx::query(&sql);
+        for b in &binds {
+            q = q.bind(b);
+        }
+        let rows = q.fetch_all(&self.pool).await.map_err(map_err)?;
+        let total = match rows.first() {
+            Some(r) => r.try_get::<i64, _>("n")?.max(0) as u64,
+            None => 0,
+        };
+        let mut entries = Vec::with_capacity(rows.len());
+        for r in &rows {
+            if r.try_get::<Option<String>, _>("audit_id")?.is_some() {
+                entries.push(audit_entry(r)?);
+            }
+        }
+        Ok((entries, total))
+    }
+}
+
+const AUDIT_COLUMNS: &str = "audit_id, at, actor, action, target, before, after, address";
+
+fn audit_entry(r: &sqlx::any::AnyRow) -> Result<AuditEntry> {
+    let json = |col: &str| -> Result<Option<Value>> {
+        Ok(r.try_get::<Option<String>, _>(col)?
+            .map(|s| serde_json::from_str(&s))
+            .transpose()?)
+    };
+    Ok(AuditEntry {
+        id: r.try_get("audit_id")?,
+        at: from_ms(r.try_get("at")?),
+        actor: r.try_get("actor")?,
+        action: r.try_get("action")?,
+        target: r.try_get("target")?,
+        before: json("before")?,
+        after: json("after")?,
+        address: r.try_get("address")?,
+    })
 }

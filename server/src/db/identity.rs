@@ -358,7 +358,9 @@ impl Db {
         let rows = q.fetch_all(&self.pool).await.map_err(map_err)?;
         let total: i64 = match rows.first() {
             Some(r) => r.try_get("n")?,
-            // An empty page has no row to carry the count: past the last token (or none live).
+            // An empty first page: none live, as the statement saw it.
+            None if after.is_none() => 0,
+            // An empty later page has no row to carry the count: past the last token.
             None => {
                 let mut q = sqlx::query(&count).bind(ms(now));
                 if let Some(u) = user {

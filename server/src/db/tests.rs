@@ -1299,3 +1299,92 @@ async fn first_sign_ins_at_once_never_share_a_user_on_postgres() {
     first_sign_ins_at_once_never_share_a_user(&db).await;
     db.drop_database().await;
 }
+
+/// A page of the audit log and its count are one read: while entries are written, a first
+/// page that holds every entry the filter selects says exactly that many (two reads said one
+/// more now and then: "10 of 11", and no next page), and a filtered page counts only its own.
+async fn an_audit_page_and_its_count_agree_while_entries_are_written(t: &TestDb) {
+    use crate::domain::audit::{AuditEntry, AuditFilter};
+    let db = Db::connect(&t.url, 4).await.expect("connect");
+    let writer = {
+        let db = db.clone();
+        tokio::spawn(async move {
+            for i in 0..150 {
+                let action = if i % 3 == 0 {
+                    "quota.set"
+                } else {
+                    "auth.sign_in"
+                };
+                db.append_audit(&AuditEntry::new(
+                    "carol",
+                    action,
+                    "nlp/hgx-h100",
+                    Utc::now(),
+                ))
+                .await
+                .unwrap();
+            }
+        })
+    };
+    let mut reads = 0;
+    let checked = |f: AuditFilter| {
+        let db = db.clone();
+        async move {
+            let (rows, total) = db.audit_page(&f).await.unwrap();
+            assert!(rows.len() < 200);
+            assert_eq!(rows.len() as u64, total, "{f:?}");
+            if let Some(a) = &f.action {
+                assert!(rows.iter().all(|e| &e.action == a));
+            }
+        }
+    };
+    while !writer.is_finished() {
+        checked(AuditFilter {
+            limit: 200,
+            ..Default::default()
+        })
+        .await;
+        checked(AuditFilter {
+            action: Some("quota.set".into()),
+            limit: 200,
+            ..Default::default()
+        })
+        .await;
+        reads += 1;
+    }
+    writer.await.unwrap();
+    assert!(
+        reads > 10,
+        "only {reads} reads while the entries were written"
+    );
+    // An empty page past the last entry still says how many there are.
+    let all = db
+        .audit(&AuditFilter {
+            limit: 200,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let last = all.last().unwrap();
+    let (rows, total) = db
+        .audit_page(&AuditFilter {
+            after: Some((last.at, last.id.clone())),
+            limit: 200,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!((rows.len(), total), (0, 150));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_audit_page_and_its_count_agree_while_entries_are_written_on_sqlite() {
+    an_audit_page_and_its_count_agree_while_entries_are_written(&TestDb::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_audit_page_and_its_count_agree_while_entries_are_written_on_postgres() {
+    let db = TestDb::postgres().await;
+    an_audit_page_and_its_count_agree_while_entries_are_written(&db).await;
+    db.drop_database().await;
+}

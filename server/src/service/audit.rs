@@ -38,7 +38,7 @@ impl Portal {
         filter.after = super::page::cursor_place(cursor)?;
         // One more than a page: whether there is a next page.
         filter.limit = i64::from(limit) + 1;
-        let mut entries = self.db.audit(&filter).await?;
+        let (mut entries, total) = self.db.audit_page(&filter).await?;
         let next_cursor = if entries.len() > limit as usize {
             entries.truncate(limit as usize);
             entries
@@ -47,8 +47,6 @@ impl Portal {
         } else {
             None
         };
-        filter.after = None;
-        let total = self.db.count_audit(&filter).await?;
         Ok(AuditPage {
             entries,
             total,
