@@ -149,6 +149,11 @@ pub struct JobList {
     /// filter selected none.
     #[serde(default)]
     pub newest: Option<JobKey>,
+    /// Where this page starts: past this job (the last of the page before, as the cursor
+    /// names it); `None` on the first page. A job at or before it in the order belongs to an
+    /// earlier page.
+    #[serde(default)]
+    pub after: Option<JobKey>,
 }
 
 /// A job's place in the newest-first order of a list: its submission time, then its id.

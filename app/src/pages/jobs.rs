@@ -184,7 +184,7 @@ fn Jobs() -> impl IntoView {
                             .as_ref()
                             .and_then(|v| page_query_untracked().filter().ok()?.terms(v).ok());
                         let shown = RwSignal::new(l);
-                        follow_live(shown, terms, newest.is_none(), stale);
+                        follow_live(shown, terms, stale);
                         view! {
                             <PageLine list=shown first_page=newest.is_none()/>
                             <JobTable list=shown can_launch show_team=is_admin searching=searching()/>
@@ -203,12 +203,7 @@ fn Jobs() -> impl IntoView {
 
 /// Patches the shown page from the live stream; a change it cannot place exactly (or a gap
 /// in the changes seen) bumps `stale`, which refetches.
-fn follow_live(
-    shown: RwSignal<JobList>,
-    terms: Option<JobTerms>,
-    first_page: bool,
-    stale: RwSignal<u64>,
-) {
+fn follow_live(shown: RwSignal<JobList>, terms: Option<JobTerms>, stale: RwSignal<u64>) {
     let live = use_live();
     let seen = StoredValue::new(live.last.with_untracked(|c| c.seq));
     // The server's changes up to `read_at` are in the list. Those told of while it was on its
@@ -233,7 +228,7 @@ fn follow_live(
             Some(t) if c.seq == last + 1 => {
                 let mut done = Patched::Nothing;
                 shown.maybe_update(|l| {
-                    done = patch(l, t, first_page, &c);
+                    done = patch(l, t, &c);
                     done == Patched::Changed
                 });
                 done

@@ -36,8 +36,8 @@ fn key(j: &Job) -> (chrono::DateTime<chrono::Utc>, &str) {
     (j.created_at, j.id.as_str())
 }
 
-/// Applies `c` to the shown page `list` of the list `terms` make (`first_page`: no cursor).
-pub fn patch(list: &mut JobList, terms: &JobTerms, first_page: bool, c: &Change) -> Patched {
+/// Applies `c` to the shown page `list` of the list `terms` make.
+pub fn patch(list: &mut JobList, terms: &JobTerms, c: &Change) -> Patched {
     let Some(row) = c.row.as_deref() else {
         if c.is_everything() || list.jobs.iter().any(|j| j.id == c.job_id) {
             return Patched::Refetch;
@@ -107,9 +107,15 @@ pub fn patch(list: &mut JobList, terms: &JobTerms, first_page: bool, c: &Change)
             }
         }
         None => {
-            // Not shown, and in the list. Shown rows span from the newest (the first page:
-            // everything newer) to the last (or everything older when there is no next page).
-            let above = !first_page && list.jobs.first().is_some_and(|f| key(row) > key(f));
+            // Not shown, and in the list. The page spans from where it starts (the first
+            // page: everything newer; a later one: past its cursor's job, the last of the
+            // page before) to its last row (or everything older when there is no next page).
+            // Not from its first row: a later page may have none left, or a row may now
+            // match that sits between the cursor and the first row shown.
+            let above = list
+                .after
+                .as_ref()
+                .is_some_and(|a| key(row) >= (a.created_at, a.id.as_str()));
             let below =
                 list.next_cursor.is_some() && list.jobs.last().is_none_or(|l| key(row) < key(l));
             if !above && !below {
@@ -232,6 +238,7 @@ pub(crate) mod tests {
 
     fn list(jobs: Vec<Job>, total: u64, more: bool) -> JobList {
         JobList {
+            after: None,
             total,
             next_cursor: more.then(|| "c".into()),
             now: t(0),
@@ -276,20 +283,20 @@ pub(crate) mod tests {
         // Queued behind every shown queued job: nothing shown moves.
         let new = job("c", 30, JobState::Queued, "h100", Some(3));
         let c = change(Some(new), "h100", 30);
-        assert_eq!(patch(&mut l, &team(), true, &c), Patched::Changed);
+        assert_eq!(patch(&mut l, &team(), &c), Patched::Changed);
         assert_eq!(ids(&l), ["c", "b", "a"]);
         assert_eq!(l.total, 8);
         // Admitted at once: it never held a place in the queue.
         let new = job("d", 40, JobState::Admitted, "h100", None);
         assert_eq!(
-            patch(&mut l, &team(), true, &change(Some(new), "h100", 40)),
+            patch(&mut l, &team(), &change(Some(new), "h100", 40)),
             Patched::Changed
         );
         assert_eq!(ids(&l), ["d", "c", "b", "a"]);
         // Ahead of a shown queued job (a higher priority): its position moved too.
         let new = job("e", 50, JobState::Queued, "h100", Some(1));
         assert_eq!(
-            patch(&mut l, &team(), true, &change(Some(new), "h100", 50)),
+            patch(&mut l, &team(), &change(Some(new), "h100", 50)),
             Patched::Refetch
         );
         assert_eq!(ids(&l)[0], "e", "the row itself is still placed");
@@ -313,7 +320,7 @@ pub(crate) mod tests {
         b.admitted_at = Some(t(25));
         // "b" was behind "a": "a" keeps its place; "b" leaves the queued list.
         assert_eq!(
-            patch(&mut l, &queued, true, &change(Some(b), "h100", 25)),
+            patch(&mut l, &queued, &change(Some(b), "h100", 25)),
             Patched::Changed
         );
         assert_eq!((ids(&l), l.total), (vec!["a"], 1));
@@ -322,7 +329,7 @@ pub(crate) mod tests {
             .insert(0, job("c", 30, JobState::Queued, "h100", Some(2)));
         let a = job("a", 10, JobState::Cancelled, "h100", None);
         assert_eq!(
-            patch(&mut l, &queued, true, &change(Some(a), "h100", 35)),
+            patch(&mut l, &queued, &change(Some(a), "h100", 35)),
             Patched::Refetch
         );
         assert_eq!(ids(&l), ["c"]);
@@ -338,22 +345,19 @@ pub(crate) mod tests {
             9,
             true,
         );
-        // A later page: the newest job counted is on the first.
+        // A later page, past "e" (the last of the page before); the newest job counted is
+        // on the first.
+        l.after = Some(JobKey::of(&job("e", 40, JobState::Running, "h100", None)));
         l.newest = Some(JobKey::of(&job("f", 50, JobState::Running, "h100", None)));
         let mut done = job("a", 10, JobState::Succeeded, "h100", None);
         done.finished_at = Some(t(60));
         assert_eq!(
-            patch(
-                &mut l,
-                &team(),
-                false,
-                &change(Some(done.clone()), "h100", 60)
-            ),
+            patch(&mut l, &team(), &change(Some(done.clone()), "h100", 60)),
             Patched::Changed
         );
         assert_eq!((l.jobs[1].state, l.total), (JobState::Succeeded, 9));
         assert_eq!(
-            patch(&mut l, &team(), false, &change(Some(done), "h100", 60)),
+            patch(&mut l, &team(), &change(Some(done), "h100", 60)),
             Patched::Nothing,
             "the same row again changes nothing"
         );
@@ -363,12 +367,12 @@ pub(crate) mod tests {
         let new = job("n", 70, JobState::Admitted, "h100", None);
         let mut launch = change(Some(new.clone()), "h100", 70);
         launch.at += chrono::Duration::nanoseconds(123_456);
-        assert_eq!(patch(&mut l, &team(), false, &launch), Patched::Changed);
+        assert_eq!(patch(&mut l, &team(), &launch), Patched::Changed);
         assert_eq!((ids(&l), l.total), (vec!["b", "a"], 10));
         // An older job on a later page changed state: it was counted already.
         let old = job("o", 1, JobState::Succeeded, "h100", None);
         assert_eq!(
-            patch(&mut l, &team(), false, &change(Some(old), "h100", 80)),
+            patch(&mut l, &team(), &change(Some(old), "h100", 80)),
             Patched::Nothing
         );
         // Under a state filter, whether it was counted is unknown.
@@ -377,7 +381,7 @@ pub(crate) mod tests {
             ..team()
         };
         assert_eq!(
-            patch(&mut l, &running, false, &change(Some(new), "h100", 70)),
+            patch(&mut l, &running, &change(Some(new), "h100", 70)),
             Patched::Refetch
         );
         // Nor whether a job on another page that left the filtered state was counted (the
@@ -386,7 +390,6 @@ pub(crate) mod tests {
             patch(
                 &mut l,
                 &running,
-                false,
                 &change(
                     Some(job("p", 2, JobState::Succeeded, "h100", None)),
                     "h100",
@@ -405,7 +408,6 @@ pub(crate) mod tests {
             patch(
                 &mut whole,
                 &running,
-                true,
                 &change(
                     Some(job("p", 2, JobState::Succeeded, "h100", None)),
                     "h100",
@@ -414,6 +416,61 @@ pub(crate) mod tests {
             ),
             Patched::Nothing
         );
+    }
+
+    #[test]
+    fn a_later_page_places_rows_by_where_it_starts_not_by_its_first_row() {
+        let queued = JobTerms {
+            state: Some(JobState::Queued),
+            ..team()
+        };
+        // The last page of the queued jobs, past "e": its one job was admitted meanwhile,
+        // and the page is empty.
+        let mut l = list(
+            vec![job("a", 10, JobState::Queued, "h100", Some(4))],
+            31,
+            false,
+        );
+        l.after = Some(JobKey::of(&job("e", 40, JobState::Queued, "h100", Some(3))));
+        let mut a = job("a", 10, JobState::Admitted, "h100", None);
+        a.admitted_at = Some(t(45));
+        assert_eq!(
+            patch(&mut l, &queued, &change(Some(a), "h100", 45)),
+            Patched::Changed
+        );
+        assert_eq!((ids(&l), l.total), (vec![], 30));
+        // A teammate launches a queued job: it belongs to the first page, not this one (it
+        // was put here, "1 of 31", and gone on a reload).
+        let new = job("n", 50, JobState::Queued, "h100", Some(4));
+        assert_ne!(
+            patch(&mut l, &queued, &change(Some(new), "h100", 50)),
+            Patched::Changed
+        );
+        assert!(l.jobs.is_empty(), "{:?}", ids(&l));
+        // Without a state filter it is counted, and still not shown.
+        let mut l = list(vec![], 30, false);
+        l.after = Some(JobKey::of(&job("e", 40, JobState::Queued, "h100", Some(3))));
+        l.newest = Some(JobKey::of(&job("e", 40, JobState::Queued, "h100", Some(3))));
+        let new = job("m", 60, JobState::Running, "h200", None);
+        assert_eq!(
+            patch(&mut l, &team(), &change(Some(new), "h200", 60)),
+            Patched::Changed
+        );
+        assert_eq!((ids(&l), l.total), (vec![], 31));
+        // A job older than where the page starts and newer than its first row is its own:
+        // a job now queued that was not (requeued after an eviction).
+        let mut l = list(
+            vec![job("a", 10, JobState::Queued, "h100", Some(2))],
+            5,
+            false,
+        );
+        l.after = Some(JobKey::of(&job("e", 40, JobState::Queued, "h100", Some(1))));
+        let back = job("c", 30, JobState::Queued, "h100", Some(3));
+        assert_eq!(
+            patch(&mut l, &queued, &change(Some(back), "h100", 70)),
+            Patched::Changed
+        );
+        assert_eq!((ids(&l), l.total), (vec!["c", "a"], 6));
     }
 
     #[test]
@@ -429,23 +486,24 @@ pub(crate) mod tests {
             true,
         );
         let m = job("m", 60, JobState::Admitted, "h100", None);
+        l.after = Some(JobKey::of(&job("e", 40, JobState::Running, "h100", None)));
         l.newest = Some(JobKey::of(&m));
         // Not newer than the newest the count held: it may be counted, or not (two
         // launches stored in the other order than their times): asked again, not added.
         assert_eq!(
-            patch(&mut l, &team(), false, &change(Some(m), "h100", 60)),
+            patch(&mut l, &team(), &change(Some(m), "h100", 60)),
             Patched::Refetch
         );
         assert_eq!(l.total, 9, "counted twice");
         // A launch after the read adds one, and only once should it be told again.
         let n = job("n", 70, JobState::Queued, "h200", Some(1));
         assert_eq!(
-            patch(&mut l, &team(), false, &change(Some(n.clone()), "h200", 70)),
+            patch(&mut l, &team(), &change(Some(n.clone()), "h200", 70)),
             Patched::Changed
         );
         assert_eq!(l.total, 10);
         assert_eq!(
-            patch(&mut l, &team(), false, &change(Some(n), "h200", 70)),
+            patch(&mut l, &team(), &change(Some(n), "h200", 70)),
             Patched::Refetch
         );
         assert_eq!((ids(&l), l.total), (vec!["b", "a"], 10));
@@ -467,7 +525,7 @@ pub(crate) mod tests {
         a.admitted_at = Some(t(30));
         let mut c = change(Some(a), "h100", 30);
         c.state = Some(JobState::Admitted);
-        assert_eq!(patch(&mut l, &team(), true, &c), Patched::Refetch);
+        assert_eq!(patch(&mut l, &team(), &c), Patched::Refetch);
         assert_eq!(
             l.jobs[1].state,
             JobState::Running,
@@ -488,7 +546,7 @@ pub(crate) mod tests {
             40,
         );
         c.state = Some(JobState::Running);
-        assert_eq!(patch(&mut l, &team(), true, &c), Patched::Changed);
+        assert_eq!(patch(&mut l, &team(), &c), Patched::Changed);
         // A launch told of as queued whose row was read admitted: admitted at once, it never
         // held a place, and "b" (queued in the same pool) did not move.
         let mut c = change(
@@ -497,7 +555,7 @@ pub(crate) mod tests {
             50,
         );
         c.state = Some(JobState::Queued);
-        assert_eq!(patch(&mut l, &team(), true, &c), Patched::Changed);
+        assert_eq!(patch(&mut l, &team(), &c), Patched::Changed);
         assert_eq!(ids(&l), ["n", "b", "a"]);
     }
 
@@ -515,12 +573,7 @@ pub(crate) mod tests {
         // A job of another pool, not in this list: nothing.
         let h200 = job("x", 30, JobState::Queued, "h200", Some(1));
         assert_eq!(
-            patch(
-                &mut l,
-                &other_pool,
-                true,
-                &change(Some(h200.clone()), "h200", 30)
-            ),
+            patch(&mut l, &other_pool, &change(Some(h200.clone()), "h200", 30)),
             Patched::Changed,
             "it is in the h200 list"
         );
@@ -530,17 +583,17 @@ pub(crate) mod tests {
             false,
         );
         assert_eq!(
-            patch(&mut l, &team(), true, &change(None, "h200", 30)),
+            patch(&mut l, &team(), &change(None, "h200", 30)),
             Patched::Nothing,
             "another team's job in a pool with nothing shown queued"
         );
         assert_eq!(
-            patch(&mut l, &team(), true, &change(None, "h100", 30)),
+            patch(&mut l, &team(), &change(None, "h100", 30)),
             Patched::Refetch,
             "another team's job may have moved the shown queue"
         );
         assert_eq!(
-            patch(&mut l, &team(), true, &Change::default()),
+            patch(&mut l, &team(), &Change::default()),
             Patched::Refetch,
             "missed changes"
         );
@@ -550,7 +603,7 @@ pub(crate) mod tests {
             ..team()
         };
         assert_eq!(
-            patch(&mut l, &text, true, &change(Some(h200), "h200", 40)),
+            patch(&mut l, &text, &change(Some(h200), "h200", 40)),
             Patched::Nothing,
             "bob's job is not in alice's list"
         );

@@ -303,6 +303,9 @@ impl Portal {
             }
         }
         let after = super::page::cursor_place(filter.cursor.as_deref())?;
+        let start = after
+            .clone()
+            .map(|(created_at, id)| app::model::JobKey { created_at, id });
         let q = JobQuery {
             terms,
             after,
@@ -332,6 +335,7 @@ impl Portal {
             now: self.cluster.now(),
             live_seq,
             newest: newest.map(|(created_at, id)| app::model::JobKey { created_at, id }),
+            after: start,
         })
     }
 
