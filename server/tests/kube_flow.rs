@@ -578,6 +578,51 @@ async fn logs_and_the_failure_come_from_the_pods_and_outlive_them() {
     g.running.stop().await;
 }
 
+/// A workload an admission check rejects (Kueue's `Finished` with `AdmissionChecksRejected`)
+/// failed, and never ran: no admission, no GPU-hours. It was shown as succeeded, after an
+/// admission Gantry made up (every reason but `Failed` was taken for a success).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workload_an_admission_check_rejects_fails_without_having_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = ApiServer::start().await;
+    let mut config = Config::default();
+    config.server.addr = "127.0.0.1:0".parse().unwrap();
+    config.database.url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("rejected.db").display()
+    )
+    .into();
+    config.demo.jobs = false;
+    config.demo.history = false;
+    config.cluster.backend = ClusterBackend::Kube;
+    config.kube.kubeconfig = Some(api.kubeconfig(dir.path()));
+    config.kube.timeout_s = 2;
+    let g = start_gantry(&config).await;
+    let alice = sign_in(&g.base, "alice").await;
+    let j = launch(&alice, &g.base, llama(16)).await;
+    let id = j["id"].as_str().unwrap().to_string();
+    api.reject(
+        &id,
+        "Admission check provisioning-h100 rejected the workload",
+    )
+    .await;
+    let failed = until(&alice, &g.base, &id, "failed", |j| j["state"] == "failed").await;
+    assert_eq!(failed["admitted_at"], Value::Null, "{failed}");
+    let said = failed.to_string();
+    assert!(said.contains("provisioning-h100 rejected"), "{said}");
+    assert!(
+        g.running
+            .portal
+            .db()
+            .last_interval(&id)
+            .await
+            .unwrap()
+            .is_none(),
+        "no run to bill"
+    );
+    g.running.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_ended_during_an_outage_ends_at_its_condition_time() {
     let dir = tempfile::tempdir().unwrap();

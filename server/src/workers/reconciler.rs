@@ -449,41 +449,43 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Outcome, crate::db::DbError
     use JobState::*;
     let none: &[String] = &[];
     let mut kind = None;
-    let (from, to, reason, nodes): (&[JobState], JobState, String, Option<&[String]>) =
-        match &ev.change {
-            Change::Admitted { nodes } => (
-                &[Queued],
-                Admitted,
-                if nodes.is_empty() {
-                    format!("Admitted: quota reserved in {}", ev.pool)
-                } else {
-                    format!(
-                        "Admitted: quota reserved in {} on {}",
-                        ev.pool,
-                        nodes.join(", ")
-                    )
-                },
-                Some(nodes.as_slice()),
-            ),
-            Change::Running => (
-                &[Admitted],
-                Running,
-                "All pods are running".to_string(),
-                None,
-            ),
-            Change::Succeeded { reason } => (&[Admitted, Running], Succeeded, reason.clone(), None),
-            Change::Failed { reason } => (&[Admitted, Running], Failed, reason.clone(), None),
-            Change::Cancelled { reason } => (
-                &[Queued, Admitted, Running],
-                Cancelled,
-                reason.clone(),
-                None,
-            ),
-            Change::Preempted { reason } => {
-                kind = Some("preempted");
-                (&[Admitted, Running], Queued, reason.clone(), Some(none))
-            }
-        };
+    let (from, to, reason, nodes): (&[JobState], JobState, String, Option<&[String]>) = match &ev
+        .change
+    {
+        Change::Admitted { nodes } => (
+            &[Queued],
+            Admitted,
+            if nodes.is_empty() {
+                format!("Admitted: quota reserved in {}", ev.pool)
+            } else {
+                format!(
+                    "Admitted: quota reserved in {} on {}",
+                    ev.pool,
+                    nodes.join(", ")
+                )
+            },
+            Some(nodes.as_slice()),
+        ),
+        Change::Running => (
+            &[Admitted],
+            Running,
+            "All pods are running".to_string(),
+            None,
+        ),
+        Change::Succeeded { reason } => (&[Admitted, Running], Succeeded, reason.clone(), None),
+        // From the queue too: a workload an admission check rejected never ran.
+        Change::Failed { reason } => (&[Queued, Admitted, Running], Failed, reason.clone(), None),
+        Change::Cancelled { reason } => (
+            &[Queued, Admitted, Running],
+            Cancelled,
+            reason.clone(),
+            None,
+        ),
+        Change::Preempted { reason } => {
+            kind = Some("preempted");
+            (&[Admitted, Running], Queued, reason.clone(), Some(none))
+        }
+    };
     let applied = db
         .transition(&Transition {
             job_id: &ev.job_id,

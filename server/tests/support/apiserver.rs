@@ -229,6 +229,23 @@ impl ApiServer {
         self.put(&mut s, &k, w, "MODIFIED");
     }
 
+    /// An admission check rejects the job's Workload while it waits: Kueue finishes it with
+    /// reason `AdmissionChecksRejected`; it never held quota.
+    pub async fn reject(&self, job_id: &str, message: &str) {
+        self.script(job_id, |w| {
+            set_conditions(
+                w,
+                &[condition(
+                    "Finished",
+                    true,
+                    "AdmissionChecksRejected",
+                    message,
+                )],
+            )
+        })
+        .await;
+    }
+
     /// Kueue admits the job's Workload: quota reserved, admitted, its pods ready. Without
     /// Topology Aware Scheduling Kueue names no nodes.
     pub async fn admit(&self, job_id: &str) {

@@ -30,6 +30,8 @@ pub enum Phase {
     Finished {
         succeeded: bool,
         message: String,
+        /// Whether it ran: a workload an admission check rejected never held quota.
+        ran: bool,
     },
 }
 
@@ -262,9 +264,20 @@ pub fn observe(w: &Value, namespace_prefix: &str) -> Option<Observed> {
         return None;
     };
     let phase = if let Some(f) = condition(w, "Finished").filter(|c| c["status"] == "True") {
+        // Kueue's reasons: `Succeeded`, `Failed`, `AdmissionChecksRejected` (an admission
+        // check said no: it never ran) and `OutOfSync` (the job changed under its admitted
+        // workload). Only the first is a success.
+        let reason = f["reason"].as_str().unwrap_or_default();
+        let message = f["message"].as_str().unwrap_or_default();
         Phase::Finished {
-            succeeded: f["reason"] != "Failed",
-            message: f["message"].as_str().unwrap_or_default().to_string(),
+            succeeded: reason == "Succeeded",
+            message: match (message.is_empty(), reason) {
+                (false, _) => message.to_string(),
+                (true, "AdmissionChecksRejected") => "Rejected by an admission check".to_string(),
+                (true, "Succeeded" | "Failed") => String::new(),
+                (true, other) => format!("Kueue finished its workload ({other})"),
+            },
+            ran: reason != "AdmissionChecksRejected",
         }
     } else if w["spec"]["active"] == false && !is_true(w, "Admitted") {
         // Deactivated and evicted: Kueue does so when a workload runs past its
@@ -290,6 +303,7 @@ pub fn observe(w: &Value, namespace_prefix: &str) -> Option<Observed> {
         Phase::Finished {
             succeeded: false,
             message,
+            ran: true,
         }
     } else if is_true(w, "Admitted") {
         // Kueue reserves quota, then admits once the admission checks pass; the admission

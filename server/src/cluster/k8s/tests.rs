@@ -473,6 +473,36 @@ fn workload_conditions_become_state_changes() {
         "a job that finished while Gantry was down still passes through admitted"
     );
 
+    // Kueue's other reasons for Finished are not successes. An admission check's rejection
+    // never ran: it fails from the queue, with no admission made up for it.
+    let rejected = status::observe(
+        &wl(json!([cond(
+            "Finished",
+            true,
+            "AdmissionChecksRejected",
+            "Admission check provisioning-h100 rejected the workload"
+        )])),
+        prefix,
+    )
+    .unwrap();
+    assert_eq!(
+        transitions(None, &rejected),
+        vec![Change::Failed {
+            reason: "Admission check provisioning-h100 rejected the workload".into()
+        }]
+    );
+    let out_of_sync = status::observe(
+        &wl(json!([cond("Finished", true, "OutOfSync", "")])),
+        prefix,
+    )
+    .unwrap();
+    assert_eq!(
+        transitions(Some(&running), &out_of_sync),
+        vec![Change::Failed {
+            reason: "Kueue finished its workload (OutOfSync)".into()
+        }]
+    );
+
     // Workloads of other jobs are not Gantry's.
     let mut other = wl(json!([]));
     other["metadata"]["ownerReferences"][0]["name"] = json!("someone-elses-job");
@@ -1066,7 +1096,8 @@ fn a_workload_deactivated_at_its_max_runtime_ends_its_job() {
         o.phase,
         Phase::Finished {
             succeeded: false,
-            message: "Kueue deactivated its workload (DeactivatedDueToDeactivated)".into()
+            message: "Kueue deactivated its workload (DeactivatedDueToDeactivated)".into(),
+            ran: true,
         }
     );
     // Still admitted while its eviction is under way: it still holds its GPUs.

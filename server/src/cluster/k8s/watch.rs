@@ -33,7 +33,11 @@ pub fn transitions(prev: Option<&Observed>, next: &Observed) -> Vec<Change> {
                 Change::Running,
             ],
         },
-        Phase::Finished { succeeded, message } => match prev.map(|p| &p.phase) {
+        Phase::Finished {
+            succeeded,
+            message,
+            ran,
+        } => match prev.map(|p| &p.phase) {
             Some(Phase::Finished { .. }) => Vec::new(),
             _ => {
                 let reason = if message.is_empty() {
@@ -46,7 +50,9 @@ pub fn transitions(prev: Option<&Observed>, next: &Observed) -> Vec<Change> {
                     message.clone()
                 };
                 let mut out = Vec::new();
-                if !held(prev) {
+                // Ended while Gantry was not watching, it was admitted first; unless it never
+                // ran (an admission check rejected it): it fails from the queue.
+                if !held(prev) && *ran {
                     out.push(Change::Admitted { nodes: Vec::new() });
                 }
                 out.push(if *succeeded {
