@@ -520,6 +520,12 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Outcome, crate::db::DbError
         return Ok(Outcome::Refused);
     }
     let row = db.get_job(&ev.job_id).await?;
+    if to == Admitted && row.sent_at.is_none() {
+        // The cluster admitted what it was sent, whether or not the send was recorded (an
+        // apply that timed out after it landed): recorded now, so that a repair after its
+        // workload is gone ends the job instead of sending it again.
+        db.mark_sent(&ev.job_id, ev.at).await?;
+    }
     tracing::info!(job.id = %ev.job_id, state = %to, pool = %ev.pool, "job moved");
     Ok(Outcome::Moved(LiveChange {
         job_id: row.id,

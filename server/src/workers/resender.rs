@@ -50,7 +50,16 @@ pub async fn resend_unsent(portal: &Portal) -> anyhow::Result<usize> {
     let mut sent = 0;
     let now = portal.cluster().now();
     for row in portal.db().active_jobs().await? {
-        if row.state != JobState::Queued || known.contains(&row.id) {
+        if known.contains(&row.id) {
+            // The cluster holds it: it was sent, though its send was not recorded (the apply
+            // timed out after it landed, or the record failed). Recorded now, so that a later
+            // repair knows it once reached the cluster and never sends it again.
+            if row.sent_at.is_none() {
+                portal.db().mark_sent(&row.id, now).await?;
+            }
+            continue;
+        }
+        if row.state != JobState::Queued {
             continue;
         }
         // Sent but not seen yet: a real cluster lists it a moment later. Only a job it still

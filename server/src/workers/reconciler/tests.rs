@@ -230,6 +230,52 @@ async fn drift_in_the_database_is_corrected_from_the_cluster() {
     f.stop().await;
 }
 
+/// A job the cluster took though its send was not recorded (the apply timed out after it
+/// landed, or the record failed) is known to have been sent once the cluster lists or admits
+/// it: a repair after its workload is gone then ends it instead of sending it again (it was
+/// queued again and re-sent, and the training run started over).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_the_cluster_took_unrecorded_is_known_as_sent() {
+    let db = TestDb::sqlite();
+    let f = Fixture::start_with(&db, ONLY_WHEN_ASKED).await;
+    let forget = |id: String| {
+        let db = f.db.clone();
+        async move {
+            sqlx::query("UPDATE job SET sent_at = NULL WHERE job_id = $1")
+                .bind(id)
+                .execute(&*db.write())
+                .await
+                .unwrap();
+        }
+    };
+    // Listed by the cluster, not admitted (hgx-h200 is full), its send not recorded: the
+    // resender records it and sends nothing.
+    let blocker = launch(&f, "alice", 16, "hgx-h200").await;
+    let waiting = launch(&f, "alice", 16, "hgx-h200").await;
+    assert_eq!(
+        phase(&f, &waiting).await,
+        Some(WorkloadPhase::Pending { evicted_at: None })
+    );
+    forget(waiting.clone()).await;
+    assert_eq!(super::resend_unsent(&f.portal).await.unwrap(), 0);
+    assert!(f.db.get_job(&waiting).await.unwrap().sent_at.is_some());
+    // Admitted from the cluster's event, its send not recorded: the admission records it.
+    forget(waiting.clone()).await;
+    let alice = f.viewer("alice").await;
+    f.portal.cancel_job(&alice, &blocker).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let row = f.db.get_job(&waiting).await.unwrap();
+        if row.state != JobState::Queued {
+            assert!(row.sent_at.is_some(), "admitted, and not known as sent");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "not admitted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    f.stop().await;
+}
+
 /// An event the stored state refuses (the database lost the admission; the cluster says
 /// the pods run) is not dropped in silence: it sets off a comparison that repairs the job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
