@@ -300,6 +300,12 @@ fn Webhooks(
         };
         async move { create_webhook(req).await }
     });
+    // Added: the address leaves the field (it may be a credential in itself, or hold one).
+    Effect::new(move |_| {
+        if matches!(create.value().get(), Some(Ok(_))) {
+            url.set(String::new());
+        }
+    });
     let remove = Action::new(move |id: &String| {
         let id = id.clone();
         async move { delete_webhook(id).await }
