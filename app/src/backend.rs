@@ -80,11 +80,13 @@ pub trait Backend: Send + Sync + 'static {
         id: &str,
     ) -> Result<Vec<DeliveryInfo>, ApiError>;
     /// The job again as it was (or on the template's current version); returns the new job.
+    /// The same idempotency key returns the job it made instead of another.
     async fn rerun_job(
         &self,
         viewer: &Viewer,
         id: &str,
         use_current_version: bool,
+        idempotency_key: Option<String>,
     ) -> Result<Job, ApiError>;
     /// Every team × pool quota with live figures (admins only).
     async fn quota_cells(&self, viewer: &Viewer) -> Result<Vec<QuotaCell>, ApiError>;

@@ -323,9 +323,16 @@ pub async fn get_job_logs(id: String, rank: Option<u32>, tail: usize) -> Result<
 }
 
 #[server]
-pub async fn rerun_job(id: String, use_current_version: bool) -> Result<Job, ApiError> {
+pub async fn rerun_job(
+    id: String,
+    use_current_version: bool,
+    idempotency_key: String,
+) -> Result<Job, ApiError> {
     let (backend, viewer) = ssr::backend_and_viewer().await?;
-    backend.rerun_job(&viewer, &id, use_current_version).await
+    let key = (!idempotency_key.is_empty()).then_some(idempotency_key);
+    backend
+        .rerun_job(&viewer, &id, use_current_version, key)
+        .await
 }
 
 #[server]

@@ -55,9 +55,9 @@ fn JobDetail() -> impl IntoView {
     );
     // Re-run lives here, not in the button: the new job's launch moves the live version,
     // which draws the page body again; the answer must still find someone to navigate.
-    let rerun = Action::new(move |(id, current): &(String, bool)| {
-        let (id, current) = (id.clone(), *current);
-        async move { rerun_job(id, current).await }
+    let rerun = Action::new(move |(id, current, key): &(String, bool, String)| {
+        let (id, current, key) = (id.clone(), *current, key.clone());
+        async move { rerun_job(id, current, key).await }
     });
     let navigate = leptos_router::hooks::use_navigate();
     Effect::new(move |_| {
@@ -65,7 +65,9 @@ fn JobDetail() -> impl IntoView {
             navigate(&format!("/jobs/{}", j.id), Default::default());
         }
     });
-    provide_context(RerunAction(rerun));
+    let key = StoredValue::new(String::new());
+    Effect::new(move |_| key.set_value(crate::pages::launch_form::new_idempotency_key()));
+    provide_context(RerunAction { action: rerun, key });
     view! {
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {

@@ -11,7 +11,14 @@ use crate::model::{Job, JobState};
 
 /// The page's re-run, shared with its buttons.
 #[derive(Clone, Copy)]
-pub(crate) struct RerunAction(pub(crate) Action<(String, bool), Result<Job, ApiError>>);
+pub(crate) struct RerunAction {
+    pub(crate) action: Action<(String, bool, String), Result<Job, ApiError>>,
+    /// The idempotency key of this page's re-runs: one per visit of the page, so that a
+    /// second click, or a click again after an answer that was lost (the page may have drawn
+    /// its buttons anew meanwhile: the new job changed it), finds the job made instead of
+    /// making another. After a re-run the browser goes to the new job's page.
+    pub(crate) key: StoredValue<String>,
+}
 
 /// Re-run (one click and a confirmation: the same template version, parameters, GPUs, pool,
 /// priority and max runtime) and Clone (the Launch form filled with the same values). A job
@@ -21,7 +28,7 @@ pub(crate) struct RerunAction(pub(crate) Action<(String, bool), Result<Job, ApiE
 pub fn RerunButtons(job: Job) -> impl IntoView {
     let ready = crate::components::use_ready();
     let confirming = RwSignal::new(false);
-    let RerunAction(rerun) = expect_context::<RerunAction>();
+    let RerunAction { action: rerun, key } = expect_context::<RerunAction>();
     let error = move || rerun.value().get().and_then(|r| r.err());
     if !job.can_rerun {
         return ().into_any();
@@ -78,7 +85,7 @@ pub fn RerunButtons(job: Job) -> impl IntoView {
                         on:click={
                             let id = id.clone();
                             move |_| {
-                                rerun.dispatch((id.clone(), false));
+                                rerun.dispatch((id.clone(), false, key.get_value()));
                             }
                         }
                     >
@@ -87,9 +94,11 @@ pub fn RerunButtons(job: Job) -> impl IntoView {
                     {current.map(|c| {
                         let id = id.clone();
                         view! {
-                            <button class="button" data-testid="rerun-current" on:click=move |_| {
-                                rerun.dispatch((id.clone(), true));
-                            }>{format!("Re-run on v{c}")}</button>
+                            <button class="button" data-testid="rerun-current"
+                                disabled=move || rerun.pending().get()
+                                on:click=move |_| {
+                                    rerun.dispatch((id.clone(), true, key.get_value()));
+                                }>{format!("Re-run on v{c}")}</button>
                         }
                     })}
                     <button class="button" on:click=move |_| confirming.set(false)>"Keep"</button>

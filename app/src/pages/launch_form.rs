@@ -73,8 +73,9 @@ fn LaunchForm() -> impl IntoView {
     }
 }
 
-/// A fresh idempotency key per form: a double click or a retry never launches twice.
-fn new_idempotency_key() -> String {
+/// A fresh idempotency key per form (and per re-run confirmation): a double click or a retry
+/// never launches twice.
+pub(crate) fn new_idempotency_key() -> String {
     #[cfg(feature = "hydrate")]
     {
         let a = (js_sys::Math::random() * 1e15) as u64;

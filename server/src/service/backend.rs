@@ -252,11 +252,12 @@ impl Backend for Portal {
         viewer: &Viewer,
         id: &str,
         use_current_version: bool,
+        idempotency_key: Option<String>,
     ) -> Result<Job, ApiError> {
         let opts = RerunRequest {
             use_current_version,
         };
-        Portal::rerun_job(self, viewer, id, opts, None)
+        Portal::rerun_job(self, viewer, id, opts, idempotency_key)
             .await
             .map(|(job, _)| job)
             .map_err(ApiError::from)
