@@ -124,6 +124,10 @@ pub enum WorkloadPhase {
         at: DateTime<Utc>,
         nodes: Vec<String>,
         running: bool,
+        /// How long it was admitted in earlier admissions that ended in an eviction (Kueue's
+        /// `accumulatedPastExecutionTimeSeconds`; 0 when none, or not recorded), so that a
+        /// repair after a missed eviction and re-admission bills the run that ended.
+        past_run_s: i64,
     },
 }
 

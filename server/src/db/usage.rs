@@ -503,6 +503,23 @@ impl Db {
         .transpose()
     }
 
+    /// Seconds of the job's run intervals that have ended (whole seconds, as Kueue counts a
+    /// workload's past admissions).
+    pub async fn closed_run_s(&self, job_id: &str) -> Result<i64> {
+        let rows = sqlx::query(
+            "SELECT start_ms, end_ms FROM job_interval WHERE job_id = $1 AND end_ms IS NOT NULL",
+        )
+        .bind(job_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(map_err)?;
+        let mut ms = 0i64;
+        for r in &rows {
+            ms += r.try_get::<i64, _>("end_ms")? - r.try_get::<i64, _>("start_ms")?;
+        }
+        Ok(ms / 1000)
+    }
+
     /// Every run interval of one job, oldest first: (GPUs, start, end, mean utilization).
     pub async fn job_intervals(&self, job_id: &str) -> Result<Vec<crate::domain::accounting::Run>> {
         let rows = sqlx::query(

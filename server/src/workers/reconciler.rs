@@ -266,7 +266,12 @@ pub async fn correct_from_cluster(
         let empty: &[String] = &[];
         match (said, held.get(row.id.as_str())) {
             (Queued, None | Some(WorkloadPhase::Pending { .. })) => {}
-            (Queued, Some(WorkloadPhase::Admitted { at, nodes, running })) => {
+            (
+                Queued,
+                Some(WorkloadPhase::Admitted {
+                    at, nodes, running, ..
+                }),
+            ) => {
                 moves.push((
                     Transition {
                         job_id: &row.id,
@@ -349,7 +354,86 @@ pub async fn correct_from_cluster(
                     reason,
                 ));
             }
-            (Admitted | Running, Some(WorkloadPhase::Admitted { at, nodes, running })) => {
+            (
+                Admitted | Running,
+                Some(WorkloadPhase::Admitted {
+                    at,
+                    nodes,
+                    running,
+                    past_run_s,
+                }),
+            ) if row
+                .admitted_at
+                .is_some_and(|since| crate::db::ms(*at) > crate::db::ms(since)) =>
+            {
+                // Admitted later than the database's admission: evicted and admitted again
+                // while Gantry was not watching. The run it knew of ended; a new one began.
+                // When it ended: its admitted time in the cluster's count (Kueue's
+                // accumulatedPastExecutionTimeSeconds) less the runs the database already
+                // closed; without that count, at the re-admission at the latest (an upper
+                // bound, and the event says so).
+                let since = row.admitted_at.unwrap_or(*at);
+                let closed_s = db.closed_run_s(&row.id).await?;
+                // Both counts are in whole seconds, each run cut down: a second either way.
+                let missed_s = (past_run_s - closed_s).max(0);
+                let (ended, how) = if *past_run_s > 0 {
+                    let ended = (since + chrono::TimeDelta::seconds(missed_s)).min(*at);
+                    (ended, format!("evicted at {}", ended.to_rfc3339()))
+                } else {
+                    (
+                        *at,
+                        "evicted at a time the cluster does not record (its run is counted until it was admitted again)".to_string(),
+                    )
+                };
+                moves.push((
+                    Transition {
+                        job_id: &row.id,
+                        from: &[Admitted, Running],
+                        to: Queued,
+                        at: ended,
+                        reason: "",
+                        node_names: Some(empty),
+                        kind: Some("preempted"),
+                    },
+                    format!("Corrected from the cluster: {how} and queued again while Gantry was not watching (the database said {said} since {})", since.to_rfc3339()),
+                ));
+                moves.push((
+                    Transition {
+                        job_id: &row.id,
+                        from: &[Queued],
+                        to: Admitted,
+                        at: *at,
+                        reason: "",
+                        node_names: Some(nodes.as_slice()),
+                        kind: None,
+                    },
+                    format!(
+                        "Corrected from the cluster: admitted again at {} on {}",
+                        at.to_rfc3339(),
+                        nodes_text(nodes)
+                    ),
+                ));
+                if *running {
+                    moves.push((
+                        Transition {
+                            job_id: &row.id,
+                            from: &[Admitted],
+                            to: Running,
+                            at: now.max(*at),
+                            reason: "",
+                            node_names: None,
+                            kind: None,
+                        },
+                        "Corrected from the cluster: all pods are running again".to_string(),
+                    ));
+                }
+            }
+            (
+                Admitted | Running,
+                Some(WorkloadPhase::Admitted {
+                    at, nodes, running, ..
+                }),
+            ) => {
                 let same_time = row.admitted_at.map(crate::db::ms) == Some(crate::db::ms(*at));
                 if !same_time || !same_nodes(nodes, &row.node_names) {
                     admission = Some((

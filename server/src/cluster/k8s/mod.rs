@@ -481,11 +481,13 @@ impl Cluster for KubeCluster {
                         at: *at,
                         nodes: nodes.clone(),
                         running: false,
+                        past_run_s: o.past_run_s,
                     },
                     Phase::Running { at, nodes } => WorkloadPhase::Admitted {
                         at: *at,
                         nodes: nodes.clone(),
                         running: true,
+                        past_run_s: o.past_run_s,
                     },
                     Phase::Finished { .. } => return None,
                 };

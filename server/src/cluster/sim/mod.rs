@@ -168,6 +168,7 @@ impl Cluster for SimCluster {
                         at: a.admitted_at,
                         nodes: co.capacity.node_names(&a.placement),
                         running: st.running.contains(&a.id),
+                        past_run_s: st.past_run_s.get(&a.id).copied().unwrap_or(0),
                     },
                 ));
             }

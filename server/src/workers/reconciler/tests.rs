@@ -367,3 +367,133 @@ async fn a_run_evicted_while_nobody_watched_ends_at_the_eviction() {
     assert_ne!(events[&b].last().unwrap().kind, "preempted");
     f.stop().await;
 }
+
+/// Evicted and admitted again while nobody watched (Gantry down, or its watch listing anew):
+/// the cluster shows an admission later than the database's. The run the database knew of
+/// ended, at the time the cluster's count of past admitted seconds gives (Kueue's
+/// accumulatedPastExecutionTimeSeconds, less the runs already closed), and a new run began.
+/// It was one run moved to start at the re-admission: the hours before the eviction were
+/// never billed, nor the preemption recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_evicted_and_admitted_again_while_nobody_watched_is_two_runs() {
+    let db = TestDb::sqlite();
+    let f = Fixture::start_with(&db, ONLY_WHEN_ASKED).await;
+    let params = serde_json::Map::new();
+    let minutes = chrono::Duration::minutes;
+    // To the millisecond, as the database keeps times.
+    let t0 = chrono::DateTime::from_timestamp_millis(f.cluster.now().timestamp_millis()).unwrap();
+    let node = |n: &str| vec![n.to_string()];
+    // a and b admitted at t0; c admitted at t0, preempted at +5 min (seen), admitted at +5.
+    let a = store(&f, &params, "readmitted").await;
+    drift(
+        &f,
+        &a,
+        JobState::Queued,
+        JobState::Admitted,
+        &node("hgx-h100-node-03"),
+    )
+    .await;
+    drift(&f, &a, JobState::Admitted, JobState::Running, &[]).await;
+    let b = store(&f, &params, "readmitted-uncounted").await;
+    drift(
+        &f,
+        &b,
+        JobState::Queued,
+        JobState::Admitted,
+        &node("hgx-h100-node-04"),
+    )
+    .await;
+    let c = store(&f, &params, "readmitted-twice").await;
+    drift(
+        &f,
+        &c,
+        JobState::Queued,
+        JobState::Admitted,
+        &node("hgx-h100-node-05"),
+    )
+    .await;
+    f.cluster.sim.advance(minutes(5));
+    drift(&f, &c, JobState::Admitted, JobState::Queued, &[]).await;
+    drift(
+        &f,
+        &c,
+        JobState::Queued,
+        JobState::Admitted,
+        &node("hgx-h100-node-05"),
+    )
+    .await;
+    f.cluster.sim.advance(minutes(30));
+    let admitted = |at, n: &str, past_run_s| WorkloadPhase::Admitted {
+        at,
+        nodes: node(n),
+        running: true,
+        past_run_s,
+    };
+    let held = [
+        // Ran 10 min, evicted, admitted again at +20 min.
+        (
+            a.clone(),
+            admitted(t0 + minutes(20), "hgx-h100-node-06", 600),
+        ),
+        // The same, with no count from the cluster.
+        (b.clone(), admitted(t0 + minutes(20), "hgx-h100-node-07", 0)),
+        // 5 min (closed in the database) + 10 min (missed), admitted again at +25 min.
+        (
+            c.clone(),
+            admitted(t0 + minutes(25), "hgx-h100-node-08", 900),
+        ),
+    ];
+    super::correct_from_cluster(&f.db, &*f.cluster, &held)
+        .await
+        .unwrap();
+    let runs = |id: String| {
+        let db = f.db.clone();
+        async move {
+            db.job_intervals(&id)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|(_, start, end, _)| {
+                    (
+                        (start - t0).num_minutes(),
+                        end.map(|e| (e - t0).num_minutes()),
+                    )
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(runs(a.clone()).await, [(0, Some(10)), (20, None)]);
+    assert_eq!(runs(b.clone()).await, [(0, Some(20)), (20, None)]);
+    assert_eq!(
+        runs(c.clone()).await,
+        [(0, Some(5)), (5, Some(15)), (25, None)]
+    );
+    for (id, nodes) in [(&a, "hgx-h100-node-06"), (&b, "hgx-h100-node-07")] {
+        let row = f.db.get_job(id).await.unwrap();
+        assert_eq!(row.state, JobState::Running);
+        assert_eq!(row.node_names, node(nodes));
+        assert_eq!(
+            row.admitted_at.map(crate::db::ms),
+            Some(crate::db::ms(t0 + minutes(20)))
+        );
+    }
+    let events = f.db.events_for(&[a.as_str(), b.as_str()]).await.unwrap();
+    let preempted = |id: &str| {
+        events[id]
+            .iter()
+            .find(|e| e.kind == "preempted")
+            .map(|e| e.reason.clone())
+            .unwrap_or_default()
+    };
+    assert!(
+        preempted(&a).starts_with("Corrected from the cluster: evicted at "),
+        "{}",
+        preempted(&a)
+    );
+    assert!(
+        preempted(&b).contains("a time the cluster does not record"),
+        "{}",
+        preempted(&b)
+    );
+    f.stop().await;
+}
