@@ -20,15 +20,20 @@ pub use crate::domain::workload::JobGpus;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
+    /// The back end did not answer (down, unreachable, too slow): ask again later.
     #[error("metrics unavailable: {0}")]
     Unavailable(String),
+    /// The back end answered, and refused this query (an HTTP 4xx): asking it again the same
+    /// way gets the same answer.
+    #[error("metrics unavailable: {0}")]
+    Refused(String),
 }
 
 impl MetricsError {
     /// Why, without the "metrics unavailable" in front.
     pub fn reason(&self) -> &str {
         match self {
-            MetricsError::Unavailable(why) => why,
+            MetricsError::Unavailable(why) | MetricsError::Refused(why) => why,
         }
     }
 }

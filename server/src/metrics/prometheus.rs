@@ -226,9 +226,12 @@ impl PrometheusMetrics {
         if answer.status != "success" {
             tracing::warn!(%status, error = answer.error.as_deref().unwrap_or(""), "Prometheus refused a query");
             // Its words quote the query (the job's labels): logged above, not shown.
-            return Err(MetricsError::Unavailable(format!(
-                "Prometheus refused the query (HTTP {status})"
-            )));
+            let why = format!("Prometheus refused the query (HTTP {status})");
+            return Err(if status.is_client_error() {
+                MetricsError::Refused(why)
+            } else {
+                MetricsError::Unavailable(why)
+            });
         }
         Ok(answer.data.map(|d| d.result).unwrap_or_default())
     }
@@ -454,6 +457,7 @@ mod tests {
             e.reason(),
             "Prometheus refused the query (HTTP 400 Bad Request)"
         );
+        assert!(matches!(e, MetricsError::Refused(_)), "{e:?}");
         server.abort();
     }
 

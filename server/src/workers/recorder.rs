@@ -42,6 +42,9 @@ pub fn spawn_recorder(
     })
 }
 
+/// Intervals whose query failed in a row after which a round stops (the back end is down).
+const MAX_FAILING: usize = 3;
+
 /// What one round of the recorder did.
 #[derive(Debug)]
 pub struct Recorded {
@@ -62,19 +65,38 @@ pub async fn record_once(
         'batches: loop {
             let batch = db.intervals_without_util(500).await?;
             let full = batch.len() == 500;
+            // Failures in a row: one interval's query that fails again and again (too heavy
+            // for the back end's timeout) must not hold back every interval after it, but a
+            // back end that does not answer at all ends the round.
+            let mut failing = 0;
             for (id, job, start, end) in batch {
                 match metrics.interval_mean(&job, start, end).await {
-                    Ok(Some(u)) => db.set_interval_util(&id, u).await?,
+                    Ok(Some(u)) => {
+                        failing = 0;
+                        db.set_interval_util(&id, u).await?
+                    }
                     // The back end has no figure for it: it stays unmeasured (allocated
                     // only), never invented.
-                    Ok(None) => db.set_interval_util_unknown(&id).await?,
+                    Ok(None) => {
+                        failing = 0;
+                        db.set_interval_util_unknown(&id).await?
+                    }
+                    // Refused, and asking again gets the same: unmeasured too.
+                    Err(MetricsError::Refused(why)) => {
+                        tracing::warn!(interval.id = %id, job.id = %job.job_id, %why, "the metrics back end refused an interval's query; it stays unmeasured");
+                        db.set_interval_util_unknown(&id).await?
+                    }
                     Err(e) => {
                         metrics_error = Some(e);
-                        break 'batches;
+                        failing += 1;
+                        if failing >= MAX_FAILING {
+                            break 'batches;
+                        }
                     }
                 }
             }
-            if !full {
+            // A batch with a failure read again would begin with it again.
+            if !full || metrics_error.is_some() {
                 break;
             }
         }
@@ -89,5 +111,162 @@ pub async fn record_once(
                 metrics_error,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use chrono::{DateTime, TimeDelta, Utc};
+
+    use super::*;
+    use crate::db::{NewJob, Transition};
+    use crate::metrics::{JobGpus, JobSeries};
+    use crate::testkit::TestDb;
+    use app::model::JobState;
+
+    /// Refuses the job named "refused", times out on "slow", answers 50 % for the rest; or,
+    /// `down`, answers nothing at all.
+    struct Scripted {
+        down: bool,
+        asked: AtomicUsize,
+        names: HashMap<String, String>,
+    }
+
+    #[async_trait::async_trait]
+    impl Metrics for Scripted {
+        async fn series(
+            &self,
+            _: &JobGpus,
+            _: DateTime<Utc>,
+            _: DateTime<Utc>,
+            _: TimeDelta,
+        ) -> Result<JobSeries, MetricsError> {
+            unreachable!("the recorder asks for means only")
+        }
+        async fn interval_mean(
+            &self,
+            job: &JobGpus,
+            _: DateTime<Utc>,
+            _: DateTime<Utc>,
+        ) -> Result<Option<f64>, MetricsError> {
+            self.asked.fetch_add(1, Ordering::SeqCst);
+            if self.down {
+                return Err(MetricsError::Unavailable("could not be reached".into()));
+            }
+            match self.names[&job.job_id].as_str() {
+                "refused" => Err(MetricsError::Refused("HTTP 422".into())),
+                "slow" => Err(MetricsError::Unavailable("no answer within 5 s".into())),
+                _ => Ok(Some(0.5)),
+            }
+        }
+    }
+
+    /// An ended run of each name, oldest first; their names by job id.
+    async fn runs(db: &Db, names: &[&str]) -> HashMap<String, String> {
+        let params = serde_json::Map::new();
+        let t0 = Utc::now() - TimeDelta::days(1);
+        let mut ids = HashMap::new();
+        for (i, name) in names.iter().enumerate() {
+            let id = uuid::Uuid::now_v7().to_string();
+            let at = t0 + TimeDelta::minutes(i as i64);
+            db.insert_job(
+                &NewJob {
+                    id: &id,
+                    name,
+                    template: "llama-3.1-8b-fsdp",
+                    template_version: 1,
+                    team: "nlp",
+                    user: "alice",
+                    pool: "hgx-h100",
+                    gpus: 8,
+                    priority: Default::default(),
+                    params: &params,
+                    max_runtime_s: 3600,
+                    idempotency_key: None,
+                    request_body: "{}",
+                    created_at: at,
+                    cloned_from: None,
+                },
+                "test",
+            )
+            .await
+            .unwrap();
+            let none: &[String] = &[];
+            for (from, to, at) in [
+                (JobState::Queued, JobState::Admitted, at),
+                (
+                    JobState::Admitted,
+                    JobState::Succeeded,
+                    at + TimeDelta::hours(1),
+                ),
+            ] {
+                let moved = db
+                    .transition(&Transition {
+                        job_id: &id,
+                        from: &[from],
+                        to,
+                        at,
+                        reason: "test",
+                        node_names: Some(none),
+                        kind: None,
+                    })
+                    .await
+                    .unwrap();
+                assert!(moved);
+            }
+            ids.insert(id, name.to_string());
+        }
+        ids
+    }
+
+    /// One interval whose query fails, refused or slow, no longer holds back the ones after
+    /// it (every later interval stayed unmeasured, and not rolled up, for good); a back end
+    /// that does not answer at all ends the round after a few tries; nothing is invented.
+    #[tokio::test]
+    async fn one_failing_interval_does_not_hold_back_the_rest() {
+        let t = TestDb::sqlite();
+        let db = Db::connect(&t.url, 2).await.unwrap();
+        crate::seed::seed_catalog(&db, Utc::now()).await.unwrap();
+        let names = runs(&db, &["refused", "slow", "a", "b", "c"]).await;
+        let m = Scripted {
+            down: false,
+            asked: AtomicUsize::new(0),
+            names: names.clone(),
+        };
+        let r = record_once(&db, Some(&m), chrono_tz::UTC).await.unwrap();
+        assert!(matches!(
+            r.metrics_error,
+            Some(MetricsError::Unavailable(_))
+        ));
+        for (id, name) in &names {
+            let util = db.job_intervals(id).await.unwrap()[0].3;
+            match name.as_str() {
+                "refused" | "slow" => assert_eq!(util, None, "{name}"),
+                _ => assert_eq!(util, Some(0.5), "{name}"),
+            }
+        }
+        // Only the slow one is asked again: the refused one is unmeasured for good.
+        let left: Vec<String> = db
+            .intervals_without_util(500)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(_, job, _, _)| names[&job.job_id].clone())
+            .collect();
+        assert_eq!(left, ["slow"]);
+
+        // Down: a few tries, then the round ends.
+        let more = runs(&db, &["d", "e", "f", "g", "h"]).await;
+        let down = Scripted {
+            down: true,
+            asked: AtomicUsize::new(0),
+            names: names.into_iter().chain(more).collect(),
+        };
+        record_once(&db, Some(&down), chrono_tz::UTC).await.unwrap();
+        assert_eq!(down.asked.load(Ordering::SeqCst), MAX_FAILING);
+        assert_eq!(db.intervals_without_util(500).await.unwrap().len(), 6);
     }
 }
