@@ -83,6 +83,12 @@ pub fn replay(
                     t.started = true;
                     t.running_since = Some(at);
                 }
+                Change::Evicted { .. } => {
+                    if let Some(r) = t.running_since.take() {
+                        t.gpu_seconds += (at - r).num_seconds() as f64 * t.gpus as f64;
+                    }
+                    t.queued_since = Some(at);
+                }
                 Change::Preempted { .. } => {
                     if let Some(r) = t.running_since.take() {
                         t.gpu_seconds += (at - r).num_seconds() as f64 * t.gpus as f64;

@@ -61,6 +61,11 @@ pub enum Change {
     Preempted {
         reason: String,
     },
+    /// Evicted for another of Kueue's reasons (its pods not ready in time, an admission
+    /// check, a stopped queue, a failed node); queued again. Not a preemption.
+    Evicted {
+        reason: String,
+    },
 }
 
 /// A queued workload as Kueue's visibility API lists it, plus the reason from its

@@ -15,7 +15,9 @@ pub fn event_of_kind(kind: &str) -> Option<&'static str> {
         "running" => Some("started"),
         "succeeded" => Some("succeeded"),
         "failed" => Some("failed"),
-        "preempted" => Some("preempted"),
+        // Kueue's other evictions put the job back in the queue as a preemption does: told
+        // under the same setting, in their own words.
+        "preempted" | "evicted" => Some("preempted"),
         _ => None,
     }
 }
@@ -336,5 +338,6 @@ mod tests {
         assert_eq!(backoff_s(30), 600);
         assert_eq!(event_of_kind("running"), Some("started"));
         assert_eq!(event_of_kind("queued"), None);
+        assert_eq!(event_of_kind("evicted"), Some("preempted"));
     }
 }

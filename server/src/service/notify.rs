@@ -385,6 +385,13 @@ impl Portal {
                         row.name,
                         e.reason.trim_start_matches("Failed:").trim()
                     ),
+                    _ if e.kind == "evicted" => {
+                        format!(
+                            "Job {}: {}",
+                            row.name,
+                            e.reason.trim_end_matches("; queued again")
+                        ) + "; it is queued again"
+                    }
                     _ => format!(
                         "Job {} was preempted ({}); it is queued again",
                         row.name, e.reason

@@ -569,6 +569,10 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Outcome, crate::db::DbError
             kind = Some("preempted");
             (&[Admitted, Running], Queued, reason.clone(), Some(none))
         }
+        Change::Evicted { reason } => {
+            kind = Some("evicted");
+            (&[Admitted, Running], Queued, reason.clone(), Some(none))
+        }
     };
     let applied = db
         .transition(&Transition {

@@ -54,6 +54,9 @@ pub struct Observed {
     pub phase: Phase,
     /// The sentence of the last preemption, while the `Preempted` condition is true.
     pub preempted: Option<String>,
+    /// The sentence of the last eviction, while the `Evicted` condition is true (a
+    /// preemption is one too: [`Observed::preempted`] says which).
+    pub evicted: Option<String>,
     /// When the state changes it shows happened, from the conditions' `lastTransitionTime`:
     /// `PodsReady` (else the admission), `Finished`, `Evicted`.
     pub times: Times,
@@ -139,6 +142,25 @@ pub fn preemption_sentence(reason: &str) -> String {
         }
         "InCohortFairSharing" => "Preempted to restore fair sharing in the pool".into(),
         other => format!("Preempted ({other})"),
+    }
+}
+
+/// Kueue's reason for an eviction (the `Evicted` condition), in words; `Preempted` is told by
+/// [`preemption_sentence`] from the `Preempted` condition.
+pub fn eviction_sentence(reason: &str) -> String {
+    match reason {
+        "Preempted" => "Preempted by Kueue; queued again".into(),
+        "PodsReadyTimeout" => {
+            "Evicted: its pods were not all ready in time (Kueue's waitForPodsReady); queued again"
+                .into()
+        }
+        "AdmissionCheck" => "Evicted: an admission check asked for a retry; queued again".into(),
+        "ClusterQueueStopped" | "LocalQueueStopped" => {
+            "Evicted: an admin stopped its queue; queued again".into()
+        }
+        "NodeFailures" => "Evicted: a node it ran on failed; queued again".into(),
+        "" => "Evicted by Kueue; queued again".into(),
+        other => format!("Evicted by Kueue ({other}); queued again"),
     }
 }
 
@@ -359,6 +381,9 @@ pub fn observe(w: &Value, namespace_prefix: &str) -> Option<Observed> {
     let preempted = condition(w, "Preempted")
         .filter(|c| c["status"] == "True")
         .map(|c| preemption_sentence(c["reason"].as_str().unwrap_or_default()));
+    let evicted = condition(w, "Evicted")
+        .filter(|c| c["status"] == "True")
+        .map(|c| eviction_sentence(c["reason"].as_str().unwrap_or_default()));
     Some(Observed {
         job_id,
         team,
@@ -373,6 +398,7 @@ pub fn observe(w: &Value, namespace_prefix: &str) -> Option<Observed> {
         owner_kind: owner["kind"].as_str().unwrap_or("JobSet").to_string(),
         phase,
         preempted,
+        evicted,
         times,
     })
 }

@@ -436,6 +436,40 @@ fn workload_conditions_become_state_changes() {
         }]
     );
 
+    // Evicted for a reason of Kueue's own, not to make room: queued again, not a preemption.
+    let timed_out = status::observe(
+        &wl(json!([
+            cond("Admitted", false, "NoReservation", ""),
+            cond(
+                "Evicted",
+                true,
+                "PodsReadyTimeout",
+                "Exceeded the PodsReady timeout default/x"
+            ),
+            cond("QuotaReserved", false, "Pending", "waiting"),
+        ])),
+        prefix,
+    )
+    .unwrap();
+    assert_eq!(
+        transitions(Some(&running), &timed_out),
+        vec![Change::Evicted {
+            reason: "Evicted: its pods were not all ready in time (Kueue's waitForPodsReady); queued again"
+                .into()
+        }]
+    );
+    let stopped = status::observe(
+        &wl(json!([cond("Evicted", true, "ClusterQueueStopped", "")])),
+        prefix,
+    )
+    .unwrap();
+    assert_eq!(
+        transitions(Some(&running), &stopped),
+        vec![Change::Evicted {
+            reason: "Evicted: an admin stopped its queue; queued again".into()
+        }]
+    );
+
     let failed = status::observe(
         &wl(json!([cond(
             "Finished",

@@ -12,11 +12,20 @@ pub fn transitions(prev: Option<&Observed>, next: &Observed) -> Vec<Change> {
         )
     };
     match &next.phase {
-        Phase::Pending { .. } if held(prev) => vec![Change::Preempted {
-            reason: next
-                .preempted
-                .clone()
-                .unwrap_or_else(|| "Evicted by Kueue; queued again".into()),
+        // Kueue evicts to preempt (its `Preempted` condition says so) and for reasons of its
+        // own (pods not ready in time, a stopped queue, ...): only the first is a preemption.
+        Phase::Pending { .. } if held(prev) => vec![match (&next.preempted, &next.evicted) {
+            (Some(sentence), _) => Change::Preempted {
+                reason: sentence.clone(),
+            },
+            (None, Some(sentence)) if !sentence.starts_with("Preempted") => Change::Evicted {
+                reason: sentence.clone(),
+            },
+            (None, other) => Change::Preempted {
+                reason: other
+                    .clone()
+                    .unwrap_or_else(|| "Evicted by Kueue; queued again".into()),
+            },
         }],
         Phase::Pending { .. } => Vec::new(),
         Phase::Admitted { nodes, .. } if !held(prev) => vec![Change::Admitted {
@@ -74,7 +83,9 @@ pub(super) fn change_time(change: &Change, o: &Observed) -> Option<DateTime<Utc>
         Change::Admitted { .. } => o.times.admitted.or(o.times.finished),
         Change::Running => o.times.running,
         Change::Succeeded { .. } | Change::Failed { .. } => o.times.finished,
-        Change::Preempted { .. } => o.times.evicted.or(o.times.last_change),
+        Change::Preempted { .. } | Change::Evicted { .. } => {
+            o.times.evicted.or(o.times.last_change)
+        }
         Change::Cancelled { .. } => o.times.last_change,
     }
 }
