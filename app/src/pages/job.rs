@@ -65,8 +65,13 @@ fn JobDetail() -> impl IntoView {
             navigate(&format!("/jobs/{}", j.id), Default::default());
         }
     });
+    // A fresh key for each job the page shows: the page stays when the browser goes from a
+    // job to its re-run, and a key kept across them would give back the first re-run.
     let key = StoredValue::new(String::new());
-    Effect::new(move |_| key.set_value(crate::pages::launch_form::new_idempotency_key()));
+    Effect::new(move |_| {
+        let _ = id();
+        key.set_value(crate::pages::launch_form::new_idempotency_key());
+    });
     provide_context(RerunAction { action: rerun, key });
     view! {
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
