@@ -4390,9 +4390,14 @@ async fn rollups_give_the_same_report_as_the_raw_intervals(t: Target) {
     );
     let store = app.running.portal.db();
     // Let the recorder measure and roll up everything that has ended.
-    gantry::workers::recorder::record_once(store, Some(&gantry::metrics::SimMetrics::new(1)), tz)
-        .await
-        .unwrap();
+    gantry::workers::recorder::record_once(
+        store,
+        Some(&gantry::metrics::SimMetrics::new(1)),
+        tz,
+        &mut Default::default(),
+    )
+    .await
+    .unwrap();
     let now = app.running.portal.cluster().now();
     let mut seed: u64 = 42;
     let mut next = |n: i64| {

@@ -23,6 +23,10 @@ pub enum MetricsError {
     /// The back end did not answer (down, unreachable, too slow): ask again later.
     #[error("metrics unavailable: {0}")]
     Unavailable(String),
+    /// The back end did not answer this query in time: it may be too heavy for it (a long
+    /// run's mean), or the back end slow for a while.
+    #[error("metrics unavailable: {0}")]
+    TimedOut(String),
     /// The back end answered, and refused this query (an HTTP 4xx): asking it again the same
     /// way gets the same answer.
     #[error("metrics unavailable: {0}")]
@@ -33,7 +37,9 @@ impl MetricsError {
     /// Why, without the "metrics unavailable" in front.
     pub fn reason(&self) -> &str {
         match self {
-            MetricsError::Unavailable(why) | MetricsError::Refused(why) => why,
+            MetricsError::Unavailable(why)
+            | MetricsError::TimedOut(why)
+            | MetricsError::Refused(why) => why,
         }
     }
 }

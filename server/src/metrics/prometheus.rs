@@ -237,12 +237,13 @@ impl PrometheusMetrics {
     }
 
     fn unreachable(&self, e: &reqwest::Error) -> MetricsError {
-        MetricsError::Unavailable(if e.is_timeout() {
-            format!(
+        if e.is_timeout() {
+            return MetricsError::TimedOut(format!(
                 "Prometheus did not answer within {} s",
                 self.timeout.as_secs_f64()
-            )
-        } else if e.is_connect() {
+            ));
+        }
+        MetricsError::Unavailable(if e.is_connect() {
             "Prometheus could not be reached".to_string()
         } else {
             "the connection to Prometheus failed".to_string()

@@ -18,11 +18,12 @@ pub fn spawn_recorder(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut every = tokio::time::interval(Duration::from_secs(2));
+        let mut tries = Tries::default();
         // Said once when the back end goes away and once when it is back, not every round.
         let mut down = false;
         loop {
             every.tick().await;
-            match record_once(&db, metrics.as_deref(), tz).await {
+            match record_once(&db, metrics.as_deref(), tz, &mut tries).await {
                 Ok(r) => match (r.metrics_error, down) {
                     (Some(e), false) => {
                         tracing::warn!(error = %e, "metrics unavailable; ended runs wait, unmeasured, until it answers");
@@ -44,6 +45,11 @@ pub fn spawn_recorder(
 
 /// Intervals whose query failed in a row after which a round stops (the back end is down).
 const MAX_FAILING: usize = 3;
+/// Rounds in which one interval's query timed out after which it stays unmeasured.
+const MAX_TIMEOUTS: u32 = 3;
+
+/// The intervals whose query timed out, by id, and how many times: kept across rounds.
+pub type Tries = std::collections::HashMap<String, u32>;
 
 /// What one round of the recorder did.
 #[derive(Debug)]
@@ -59,32 +65,47 @@ pub async fn record_once(
     db: &Db,
     metrics: Option<&dyn Metrics>,
     tz: chrono_tz::Tz,
+    tries: &mut Tries,
 ) -> anyhow::Result<Recorded> {
     let mut metrics_error = None;
     if let Some(metrics) = metrics {
         'batches: loop {
             let batch = db.intervals_without_util(500).await?;
             let full = batch.len() == 500;
-            // Failures in a row: one interval's query that fails again and again (too heavy
-            // for the back end's timeout) must not hold back every interval after it, but a
-            // back end that does not answer at all ends the round.
+            // Failures in a row of a back end that cannot be reached end the round; one
+            // interval's query that is refused or times out does not hold back the rest.
             let mut failing = 0;
             for (id, job, start, end) in batch {
                 match metrics.interval_mean(&job, start, end).await {
                     Ok(Some(u)) => {
                         failing = 0;
+                        tries.remove(&id);
                         db.set_interval_util(&id, u).await?
                     }
                     // The back end has no figure for it: it stays unmeasured (allocated
                     // only), never invented.
                     Ok(None) => {
                         failing = 0;
+                        tries.remove(&id);
                         db.set_interval_util_unknown(&id).await?
                     }
                     // Refused, and asking again gets the same: unmeasured too.
                     Err(MetricsError::Refused(why)) => {
                         tracing::warn!(interval.id = %id, job.id = %job.job_id, %why, "the metrics back end refused an interval's query; it stays unmeasured");
                         db.set_interval_util_unknown(&id).await?
+                    }
+                    // Too heavy for the back end, or the back end slow for a while: asked
+                    // again next round, a few rounds at most; the rest go on meanwhile.
+                    Err(MetricsError::TimedOut(why)) => {
+                        let n = tries.entry(id.clone()).or_default();
+                        *n += 1;
+                        if *n >= MAX_TIMEOUTS {
+                            tracing::warn!(interval.id = %id, job.id = %job.job_id, %why, "an interval's query timed out {MAX_TIMEOUTS} times; it stays unmeasured");
+                            tries.remove(&id);
+                            db.set_interval_util_unknown(&id).await?
+                        } else {
+                            metrics_error = Some(MetricsError::TimedOut(why));
+                        }
                     }
                     Err(e) => {
                         metrics_error = Some(e);
@@ -127,8 +148,8 @@ mod tests {
     use crate::testkit::TestDb;
     use app::model::JobState;
 
-    /// Refuses the job named "refused", times out on "slow", answers 50 % for the rest; or,
-    /// `down`, answers nothing at all.
+    /// Refuses the job named "refused", times out on each "slow" one, answers 50 % for the
+    /// rest; or, `down`, answers nothing at all.
     struct Scripted {
         down: bool,
         asked: AtomicUsize,
@@ -158,7 +179,9 @@ mod tests {
             }
             match self.names[&job.job_id].as_str() {
                 "refused" => Err(MetricsError::Refused("HTTP 422".into())),
-                "slow" => Err(MetricsError::Unavailable("no answer within 5 s".into())),
+                n if n.starts_with("slow") => {
+                    Err(MetricsError::TimedOut("no answer within 5 s".into()))
+                }
                 _ => Ok(Some(0.5)),
             }
         }
@@ -222,41 +245,57 @@ mod tests {
         ids
     }
 
-    /// One interval whose query fails, refused or slow, no longer holds back the ones after
-    /// it (every later interval stayed unmeasured, and not rolled up, for good); a back end
-    /// that does not answer at all ends the round after a few tries; nothing is invented.
+    /// Intervals whose queries fail, refused or timing out, no longer hold back the ones after
+    /// them (every later interval stayed unmeasured, and not rolled up, for good): a refused
+    /// one is unmeasured at once, one that times out is asked again for a few rounds, then
+    /// unmeasured; a back end that cannot be reached ends the round after a few tries;
+    /// nothing is invented.
     #[tokio::test]
     async fn one_failing_interval_does_not_hold_back_the_rest() {
         let t = TestDb::sqlite();
         let db = Db::connect(&t.url, 2).await.unwrap();
         crate::seed::seed_catalog(&db, Utc::now()).await.unwrap();
-        let names = runs(&db, &["refused", "slow", "a", "b", "c"]).await;
+        let names = runs(&db, &["slow1", "slow2", "slow3", "refused", "a", "b", "c"]).await;
         let m = Scripted {
             down: false,
             asked: AtomicUsize::new(0),
             names: names.clone(),
         };
-        let r = record_once(&db, Some(&m), chrono_tz::UTC).await.unwrap();
-        assert!(matches!(
-            r.metrics_error,
-            Some(MetricsError::Unavailable(_))
-        ));
+        let mut tries = Tries::default();
+        let left = |db: Db, names: HashMap<String, String>| async move {
+            let mut left: Vec<String> = db
+                .intervals_without_util(500)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|(_, job, _, _)| names[&job.job_id].clone())
+                .collect();
+            left.sort();
+            left
+        };
+        let r = record_once(&db, Some(&m), chrono_tz::UTC, &mut tries)
+            .await
+            .unwrap();
+        assert!(matches!(r.metrics_error, Some(MetricsError::TimedOut(_))));
         for (id, name) in &names {
             let util = db.job_intervals(id).await.unwrap()[0].3;
             match name.as_str() {
-                "refused" | "slow" => assert_eq!(util, None, "{name}"),
-                _ => assert_eq!(util, Some(0.5), "{name}"),
+                "a" | "b" | "c" => assert_eq!(util, Some(0.5), "{name}"),
+                _ => assert_eq!(util, None, "{name}"),
             }
         }
-        // Only the slow one is asked again: the refused one is unmeasured for good.
-        let left: Vec<String> = db
-            .intervals_without_util(500)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|(_, job, _, _)| names[&job.job_id].clone())
-            .collect();
-        assert_eq!(left, ["slow"]);
+        // Only the slow ones are asked again: the refused one is unmeasured for good.
+        assert_eq!(
+            left(db.clone(), names.clone()).await,
+            ["slow1", "slow2", "slow3"]
+        );
+        for _ in 1..MAX_TIMEOUTS {
+            record_once(&db, Some(&m), chrono_tz::UTC, &mut tries)
+                .await
+                .unwrap();
+        }
+        assert!(left(db.clone(), names.clone()).await.is_empty());
+        assert!(tries.is_empty(), "{tries:?}");
 
         // Down: a few tries, then the round ends.
         let more = runs(&db, &["d", "e", "f", "g", "h"]).await;
@@ -265,8 +304,10 @@ mod tests {
             asked: AtomicUsize::new(0),
             names: names.into_iter().chain(more).collect(),
         };
-        record_once(&db, Some(&down), chrono_tz::UTC).await.unwrap();
+        record_once(&db, Some(&down), chrono_tz::UTC, &mut tries)
+            .await
+            .unwrap();
         assert_eq!(down.asked.load(Ordering::SeqCst), MAX_FAILING);
-        assert_eq!(db.intervals_without_util(500).await.unwrap().len(), 6);
+        assert_eq!(db.intervals_without_util(500).await.unwrap().len(), 5);
     }
 }
