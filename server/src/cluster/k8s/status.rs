@@ -319,13 +319,29 @@ pub fn observe(w: &Value, namespace_prefix: &str) -> Option<Observed> {
                 ),
                 None => "Stopped at its max runtime: Kueue deactivated its workload".to_string(),
             }
+        } else if why.contains("AdmissionCheck") {
+            // An admission check rejected it (Kueue 0.9 and later deactivate the workload;
+            // earlier ones finished it, above), in Kueue's words when it gave them.
+            let said = ["Evicted", "DeactivationTarget"]
+                .into_iter()
+                .filter_map(|k| condition(w, k))
+                .find_map(|c| c["message"].as_str().filter(|m| !m.is_empty()));
+            match said {
+                Some(m) => format!("Rejected by an admission check: {m}"),
+                None => "Rejected by an admission check".to_string(),
+            }
         } else {
             format!("Kueue deactivated its workload ({why})")
         };
+        // Admission checks are passed before a workload is admitted: one they rejected
+        // never ran, unless an earlier admission of it did.
+        let past_run_s = w["status"]["accumulatedPastExecutionTimeSeconds"]
+            .as_i64()
+            .unwrap_or(0);
         Phase::Finished {
             succeeded: false,
             message,
-            ran: true,
+            ran: !why.contains("AdmissionCheck") || past_run_s > 0,
         }
     } else if is_true(w, "Admitted") {
         // Kueue reserves quota, then admits once the admission checks pass; the admission

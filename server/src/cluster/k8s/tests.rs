@@ -525,6 +525,24 @@ fn workload_conditions_become_state_changes() {
             reason: "Admission check provisioning-h100 rejected the workload".into()
         }]
     );
+    // Kueue 0.9 and later deactivate a workload an admission check rejected.
+    let mut deactivated = wl(json!([
+        cond("QuotaReserved", false, "Pending", ""),
+        cond(
+            "Evicted",
+            true,
+            "DeactivatedDueToAdmissionCheck",
+            "The workload is deactivated due to Admission check(s): provisioning-h100, were rejected"
+        ),
+    ]));
+    deactivated["spec"]["active"] = json!(false);
+    let deactivated = status::observe(&deactivated, prefix).unwrap();
+    assert_eq!(
+        transitions(None, &deactivated),
+        vec![Change::Failed {
+            reason: "Rejected by an admission check: The workload is deactivated due to Admission check(s): provisioning-h100, were rejected".into()
+        }]
+    );
     let out_of_sync = status::observe(
         &wl(json!([cond("Finished", true, "OutOfSync", "")])),
         prefix,
