@@ -349,7 +349,9 @@ pub async fn correct_from_cluster(
                         at: evicted.unwrap_or(now),
                         reason: "",
                         node_names: Some(empty),
-                        kind: evicted.map(|_| "preempted"),
+                        // Evicted: whether to make room (a preemption) the cluster's list does
+                        // not say.
+                        kind: evicted.map(|_| "evicted"),
                     },
                     reason,
                 ));
@@ -374,9 +376,11 @@ pub async fn correct_from_cluster(
                 // bound, and the event says so).
                 let since = row.admitted_at.unwrap_or(*at);
                 let closed_s = db.closed_run_s(&row.id).await?;
-                // Both counts are in whole seconds, each run cut down: a second either way.
-                let missed_s = (past_run_s - closed_s).max(0);
-                let (ended, how) = if *past_run_s > 0 {
+                // Both counts are in whole seconds, each run cut down: a second either way. A
+                // count that does not cover the runs the database closed (a workload made
+                // anew) tells nothing of this one.
+                let missed_s = past_run_s - closed_s;
+                let (ended, how) = if missed_s > 0 {
                     let ended = (since + chrono::TimeDelta::seconds(missed_s)).min(*at);
                     (ended, format!("evicted at {}", ended.to_rfc3339()))
                 } else {
@@ -393,7 +397,7 @@ pub async fn correct_from_cluster(
                         at: ended,
                         reason: "",
                         node_names: Some(empty),
-                        kind: Some("preempted"),
+                        kind: Some("evicted"),
                     },
                     format!("Corrected from the cluster: {how} and queued again while Gantry was not watching (the database said {said} since {})", since.to_rfc3339()),
                 ));

@@ -353,7 +353,7 @@ async fn a_run_evicted_while_nobody_watched_ends_at_the_eviction() {
     );
     let events = f.db.events_for(&[a.as_str(), b.as_str()]).await.unwrap();
     let last = events[&a].last().unwrap();
-    assert_eq!(last.kind, "preempted");
+    assert_eq!(last.kind, "evicted");
     assert!(
         last.reason
             .starts_with("Corrected from the cluster: evicted at "),
@@ -364,7 +364,7 @@ async fn a_run_evicted_while_nobody_watched_ends_at_the_eviction() {
     // b's eviction was before its admission: ended when seen, not a preemption of this run.
     let end_b = f.db.job_intervals(&b).await.unwrap()[0].2.unwrap();
     assert!(end_b > evicted, "{end_b}");
-    assert_ne!(events[&b].last().unwrap().kind, "preempted");
+    assert_ne!(events[&b].last().unwrap().kind, "evicted");
     f.stop().await;
 }
 
@@ -412,7 +412,25 @@ async fn a_run_evicted_and_admitted_again_while_nobody_watched_is_two_runs() {
         &node("hgx-h100-node-05"),
     )
     .await;
+    let d = store(&f, &params, "readmitted-made-anew").await;
+    drift(
+        &f,
+        &d,
+        JobState::Queued,
+        JobState::Admitted,
+        &node("hgx-h100-node-09"),
+    )
+    .await;
     f.cluster.sim.advance(minutes(5));
+    drift(&f, &d, JobState::Admitted, JobState::Queued, &[]).await;
+    drift(
+        &f,
+        &d,
+        JobState::Queued,
+        JobState::Admitted,
+        &node("hgx-h100-node-09"),
+    )
+    .await;
     drift(&f, &c, JobState::Admitted, JobState::Queued, &[]).await;
     drift(
         &f,
@@ -442,6 +460,12 @@ async fn a_run_evicted_and_admitted_again_while_nobody_watched_is_two_runs() {
             c.clone(),
             admitted(t0 + minutes(25), "hgx-h100-node-08", 900),
         ),
+        // A count that does not cover the 5 min the database closed (its workload made
+        // anew): it tells nothing of the missed run, which is counted to the re-admission.
+        (
+            d.clone(),
+            admitted(t0 + minutes(25), "hgx-h100-node-10", 120),
+        ),
     ];
     super::correct_from_cluster(&f.db, &*f.cluster, &held)
         .await
@@ -468,6 +492,10 @@ async fn a_run_evicted_and_admitted_again_while_nobody_watched_is_two_runs() {
         runs(c.clone()).await,
         [(0, Some(5)), (5, Some(15)), (25, None)]
     );
+    assert_eq!(
+        runs(d.clone()).await,
+        [(0, Some(5)), (5, Some(25)), (25, None)]
+    );
     for (id, nodes) in [(&a, "hgx-h100-node-06"), (&b, "hgx-h100-node-07")] {
         let row = f.db.get_job(id).await.unwrap();
         assert_eq!(row.state, JobState::Running);
@@ -481,7 +509,7 @@ async fn a_run_evicted_and_admitted_again_while_nobody_watched_is_two_runs() {
     let preempted = |id: &str| {
         events[id]
             .iter()
-            .find(|e| e.kind == "preempted")
+            .find(|e| e.kind == "evicted")
             .map(|e| e.reason.clone())
             .unwrap_or_default()
     };
