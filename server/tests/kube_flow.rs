@@ -28,6 +28,24 @@ struct Gantry {
     running: Running,
 }
 
+/// Gantry on the Kubernetes back end against `api`, its SQLite database `name`.db in `dir`,
+/// with no demo data; the API server's calls time out after 2 s.
+fn kube_config(dir: &std::path::Path, api: &ApiServer, name: &str) -> Config {
+    let mut config = Config::default();
+    config.server.addr = "127.0.0.1:0".parse().unwrap();
+    config.database.url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.join(format!("{name}.db")).display()
+    )
+    .into();
+    config.demo.jobs = false;
+    config.demo.history = false;
+    config.cluster.backend = ClusterBackend::Kube;
+    config.kube.kubeconfig = Some(api.kubeconfig(dir));
+    config.kube.timeout_s = 2;
+    config
+}
+
 async fn start_gantry(config: &Config) -> Gantry {
     let running = start(config.clone(), leptos_options())
         .await
@@ -133,15 +151,7 @@ fn llama(gpus: u32) -> Value {
 async fn launch_run_preempt_cancel_finish_outage_and_restart_against_an_api_server_double() {
     let dir = tempfile::tempdir().unwrap();
     let api = ApiServer::start().await;
-    let mut config = Config::default();
-    config.server.addr = "127.0.0.1:0".parse().unwrap();
-    config.database.url =
-        format!("sqlite://{}?mode=rwc", dir.path().join("flow.db").display()).into();
-    config.demo.jobs = false;
-    config.demo.history = false;
-    config.cluster.backend = ClusterBackend::Kube;
-    config.kube.kubeconfig = Some(api.kubeconfig(dir.path()));
-    config.kube.timeout_s = 2;
+    let config = kube_config(dir.path(), &api, "flow");
 
     let g = start_gantry(&config).await;
     assert_eq!(
@@ -307,15 +317,7 @@ async fn launch_run_preempt_cancel_finish_outage_and_restart_against_an_api_serv
 async fn logs_and_the_failure_come_from_the_pods_and_outlive_them() {
     let dir = tempfile::tempdir().unwrap();
     let api = ApiServer::start().await;
-    let mut config = Config::default();
-    config.server.addr = "127.0.0.1:0".parse().unwrap();
-    config.database.url =
-        format!("sqlite://{}?mode=rwc", dir.path().join("logs.db").display()).into();
-    config.demo.jobs = false;
-    config.demo.history = false;
-    config.cluster.backend = ClusterBackend::Kube;
-    config.kube.kubeconfig = Some(api.kubeconfig(dir.path()));
-    config.kube.timeout_s = 2;
+    let config = kube_config(dir.path(), &api, "logs");
     let g = start_gantry(&config).await;
     let alice = sign_in(&g.base, "alice").await;
     let dave = sign_in(&g.base, "dave").await;
@@ -585,18 +587,7 @@ async fn logs_and_the_failure_come_from_the_pods_and_outlive_them() {
 async fn a_workload_an_admission_check_rejects_fails_without_having_run() {
     let dir = tempfile::tempdir().unwrap();
     let api = ApiServer::start().await;
-    let mut config = Config::default();
-    config.server.addr = "127.0.0.1:0".parse().unwrap();
-    config.database.url = format!(
-        "sqlite://{}?mode=rwc",
-        dir.path().join("rejected.db").display()
-    )
-    .into();
-    config.demo.jobs = false;
-    config.demo.history = false;
-    config.cluster.backend = ClusterBackend::Kube;
-    config.kube.kubeconfig = Some(api.kubeconfig(dir.path()));
-    config.kube.timeout_s = 2;
+    let config = kube_config(dir.path(), &api, "rejected");
     let g = start_gantry(&config).await;
     let alice = sign_in(&g.base, "alice").await;
     let j = launch(&alice, &g.base, llama(16)).await;
@@ -627,18 +618,7 @@ async fn a_workload_an_admission_check_rejects_fails_without_having_run() {
 async fn a_job_that_ended_during_an_outage_ends_at_its_condition_time() {
     let dir = tempfile::tempdir().unwrap();
     let api = ApiServer::start().await;
-    let mut config = Config::default();
-    config.server.addr = "127.0.0.1:0".parse().unwrap();
-    config.database.url = format!(
-        "sqlite://{}?mode=rwc",
-        dir.path().join("outage.db").display()
-    )
-    .into();
-    config.demo.jobs = false;
-    config.demo.history = false;
-    config.cluster.backend = ClusterBackend::Kube;
-    config.kube.kubeconfig = Some(api.kubeconfig(dir.path()));
-    config.kube.timeout_s = 2;
+    let config = kube_config(dir.path(), &api, "outage");
 
     let g = start_gantry(&config).await;
     let alice = sign_in(&g.base, "alice").await;
@@ -843,15 +823,7 @@ async fn replay(case: &kueue_cases::Case, m: &Mapped) {
     let src = case.source;
     let dir = tempfile::tempdir().unwrap();
     let api = ApiServer::start().await;
-    let mut config = Config::default();
-    config.server.addr = "127.0.0.1:0".parse().unwrap();
-    config.database.url =
-        format!("sqlite://{}?mode=rwc", dir.path().join("case.db").display()).into();
-    config.demo.jobs = false;
-    config.demo.history = false;
-    config.cluster.backend = ClusterBackend::Kube;
-    config.kube.kubeconfig = Some(api.kubeconfig(dir.path()));
-    config.kube.timeout_s = 2;
+    let config = kube_config(dir.path(), &api, "case");
     let g = start_gantry(&config).await;
 
     // A template for every whole-node gang of the pool (the seeded ones take a few sizes).

@@ -150,39 +150,20 @@ impl Db {
         let is_known = known.is_some();
         let user = match known {
             Some(u) => {
-                sqlx::query(
-                    "INSERT INTO app_user (user_id, display_name, email, is_admin, created_at) \
-                     VALUES ($1, $2, $3, $4, $5) \
-                     ON CONFLICT (user_id) DO UPDATE SET display_name = $2, email = $3, is_admin = $4",
+                put_user(
+                    &mut tx,
+                    &u,
+                    s,
+                    "DO UPDATE SET display_name = $2, email = $3, is_admin = $4",
                 )
-                .bind(&u)
-                .bind(s.display_name)
-                .bind(s.email)
-                .bind(s.is_admin as i64)
-                .bind(ms(s.at))
-                .execute(&mut *tx)
-                .await
-                .map_err(map_err)?;
+                .await?;
                 u
             }
             None => {
                 let mut candidate = s.wanted_user_id.to_string();
                 let mut n = 1;
                 loop {
-                    let claimed = sqlx::query(
-                        "INSERT INTO app_user (user_id, display_name, email, is_admin, created_at) \
-                         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (user_id) DO NOTHING",
-                    )
-                    .bind(&candidate)
-                    .bind(s.display_name)
-                    .bind(s.email)
-                    .bind(s.is_admin as i64)
-                    .bind(ms(s.at))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(map_err)?
-                    .rows_affected();
-                    if claimed == 1 {
+                    if put_user(&mut tx, &candidate, s, "DO NOTHING").await? == 1 {
                         break candidate;
                     }
                     n += 1;
@@ -441,4 +422,27 @@ fn viewers(rows: &[sqlx::any::AnyRow]) -> Result<Vec<Viewer>> {
         }
     }
     Ok(out)
+}
+
+/// Writes the user `id` from a sign-in's claims; `on_conflict` says what an existing user
+/// gets (`DO NOTHING`: the id is taken). Returns the rows written.
+async fn put_user(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    id: &str,
+    s: &IdentitySignIn<'_>,
+    on_conflict: &str,
+) -> Result<u64> {
+    Ok(sqlx::query(&format!(
+        "INSERT INTO app_user (user_id, display_name, email, is_admin, created_at) \
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (user_id) {on_conflict}"
+    ))
+    .bind(id)
+    .bind(s.display_name)
+    .bind(s.email)
+    .bind(s.is_admin as i64)
+    .bind(ms(s.at))
+    .execute(&mut **tx)
+    .await
+    .map_err(map_err)?
+    .rows_affected())
 }

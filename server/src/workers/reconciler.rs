@@ -243,6 +243,45 @@ fn same_nodes(a: &[String], b: &[String]) -> bool {
     a == b
 }
 
+/// The repair of a queued job the cluster admitted at `at` on `nodes` (and whose pods all
+/// run, `running`): to admitted, then to running, each with its event's words.
+fn admission_moves<'a>(
+    job_id: &'a str,
+    (at, nodes, running): (chrono::DateTime<chrono::Utc>, &'a [String], bool),
+    now: chrono::DateTime<chrono::Utc>,
+    admitted: String,
+    all_running: &str,
+) -> Vec<(Transition<'a>, String)> {
+    use JobState::*;
+    let mut moves = vec![(
+        Transition {
+            job_id,
+            from: &[Queued],
+            to: Admitted,
+            at,
+            reason: "",
+            node_names: Some(nodes),
+            kind: None,
+        },
+        admitted,
+    )];
+    if running {
+        moves.push((
+            Transition {
+                job_id,
+                from: &[Admitted],
+                to: Running,
+                at: now.max(at),
+                reason: "",
+                node_names: None,
+                kind: None,
+            },
+            all_running.to_string(),
+        ));
+    }
+    moves
+}
+
 /// Compares every active job in the database with `held`, the cluster's own list at a
 /// moment whose events are all written, and repairs the database where they differ (the
 /// cluster is the truth), each repair with an event saying so. Queued jobs the cluster
@@ -272,36 +311,16 @@ pub async fn correct_from_cluster(
                     at, nodes, running, ..
                 }),
             ) => {
-                moves.push((
-                    Transition {
-                        job_id: &row.id,
-                        from: &[Queued],
-                        to: Admitted,
-                        at: *at,
-                        reason: "",
-                        node_names: Some(nodes.as_slice()),
-                        kind: None,
-                    },
+                moves.extend(admission_moves(
+                    &row.id,
+                    (*at, nodes, *running),
+                    now,
                     format!(
                         "Corrected from the cluster: admitted on {} (the database said queued)",
                         nodes_text(nodes)
                     ),
+                    "Corrected from the cluster: all pods are running (the database said queued)",
                 ));
-                if *running {
-                    moves.push((
-                        Transition {
-                            job_id: &row.id,
-                            from: &[Admitted],
-                            to: Running,
-                            at: now.max(*at),
-                            reason: "",
-                            node_names: None,
-                            kind: None,
-                        },
-                        "Corrected from the cluster: all pods are running (the database said queued)"
-                            .to_string(),
-                    ));
-                }
             }
             // Sent, and once admitted from its workload, which the cluster no longer holds: it
             // was deleted (or, finished, collected) while Gantry was not watching. It ends; it
@@ -401,36 +420,17 @@ pub async fn correct_from_cluster(
                     },
                     format!("Corrected from the cluster: {how} and queued again while Gantry was not watching (the database said {said} since {})", since.to_rfc3339()),
                 ));
-                moves.push((
-                    Transition {
-                        job_id: &row.id,
-                        from: &[Queued],
-                        to: Admitted,
-                        at: *at,
-                        reason: "",
-                        node_names: Some(nodes.as_slice()),
-                        kind: None,
-                    },
+                moves.extend(admission_moves(
+                    &row.id,
+                    (*at, nodes, *running),
+                    now,
                     format!(
                         "Corrected from the cluster: admitted again at {} on {}",
                         at.to_rfc3339(),
                         nodes_text(nodes)
                     ),
+                    "Corrected from the cluster: all pods are running again",
                 ));
-                if *running {
-                    moves.push((
-                        Transition {
-                            job_id: &row.id,
-                            from: &[Admitted],
-                            to: Running,
-                            at: now.max(*at),
-                            reason: "",
-                            node_names: None,
-                            kind: None,
-                        },
-                        "Corrected from the cluster: all pods are running again".to_string(),
-                    ));
-                }
             }
             (
                 Admitted | Running,
