@@ -706,6 +706,205 @@ async fn a_job_that_ended_during_an_outage_ends_at_its_condition_time() {
     g.running.stop().await;
 }
 
+/// Kueue 0.12 and later delete finished Workloads after a retention time
+/// (`objectRetentionPolicies`); the JobSet stays with its verdict. Two jobs end while Gantry
+/// is down and their Workloads are collected: one Gantry knew as running (it fails), one it
+/// knew only as queued (admitted while Gantry was down; it succeeds). Each must end by its
+/// JobSet's verdict, at its time. Before: the comparison ran on the Workload watch's list
+/// alone, so the running job ended as cancelled at Gantry's restart (its GPU-hours billed to
+/// then); and the queued one's success was refused, so it stayed queued, its finished JobSet
+/// applied again every 10 s. The JobSets' list is slowed so that the comparison would come first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_whose_workloads_were_collected_while_gantry_was_down_end_by_their_jobsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = ApiServer::start().await;
+    let config = kube_config(dir.path(), &api, "collected");
+    let g = start_gantry(&config).await;
+    let alice = sign_in(&g.base, "alice").await;
+    let ran = launch(&alice, &g.base, llama(16)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    api.admit(&ran).await;
+    let running = until(&alice, &g.base, &ran, "running", |j| {
+        j["state"] == "running"
+    })
+    .await;
+    let queued = launch(&alice, &g.base, llama(8)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !api
+        .objects("jobsets")
+        .iter()
+        .any(|o| o["metadata"]["labels"]["gantry.dev/job-id"] == queued.as_str())
+    {
+        assert!(tokio::time::Instant::now() < deadline, "never sent");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    g.running.stop().await;
+
+    // While Gantry is down: the second job is admitted; both end, and Kueue collects both
+    // finished Workloads.
+    api.admit(&queued).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let now = chrono::Utc::now();
+    let ran_end = now - chrono::Duration::milliseconds(500);
+    let queued_end = now - chrono::Duration::milliseconds(200);
+    api.finish_at(&ran, false, ran_end);
+    api.end_job_object(&ran, false, ran_end);
+    api.finish_at(&queued, true, queued_end);
+    api.end_job_object(&queued, true, queued_end);
+    api.collect_workload(&ran);
+    api.collect_workload(&queued);
+    api.delay_lists("jobsets", Duration::from_millis(1500));
+
+    let g = start_gantry(&config).await;
+    let alice = sign_in(&g.base, "alice").await;
+    let ms = |v: &Value| {
+        chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap())
+            .unwrap()
+            .timestamp_millis()
+    };
+    let done = until(&alice, &g.base, &ran, "ended", |j| {
+        j["finished_at"].is_string()
+    })
+    .await;
+    assert_eq!(done["state"], "failed", "{done}");
+    assert!(
+        done.to_string()
+            .contains("jobset failed due to reaching max restarts"),
+        "the JobSet's words: {done}"
+    );
+    assert_eq!(
+        ms(&done["finished_at"]),
+        ran_end.timestamp_millis(),
+        "{done}"
+    );
+    let db = g.running.portal.db();
+    let (start, end) = db.last_interval(&ran).await.unwrap().expect("its run");
+    assert_eq!(
+        (start.timestamp_millis(), end.map(|e| e.timestamp_millis())),
+        (
+            ms(&running["admitted_at"]),
+            Some(ran_end.timestamp_millis())
+        ),
+        "the run it knew of ends at the JobSet's verdict, not at Gantry's restart"
+    );
+
+    let succeeded = until(&alice, &g.base, &queued, "ended", |j| {
+        j["finished_at"].is_string()
+    })
+    .await;
+    assert_eq!(succeeded["state"], "succeeded", "{succeeded}");
+    assert_eq!(
+        ms(&succeeded["finished_at"]),
+        queued_end.timestamp_millis(),
+        "{succeeded}"
+    );
+    let said = succeeded.to_string();
+    assert!(
+        said.contains("jobset completed successfully")
+            && said.contains("its run time is not recorded"),
+        "the JobSet's words, and that its run was not measured: {said}"
+    );
+    let (start, end) = db.last_interval(&queued).await.unwrap().expect("a run");
+    assert_eq!(
+        Some(start),
+        end,
+        "when it was admitted is gone with its Workload: nothing is made up"
+    );
+    g.running.stop().await;
+}
+
+/// Preempted, admitted again and finished, all while Gantry is down. Kueue keeps `Admitted`
+/// on a finished Workload at its last admission, and its count of the earlier admissions'
+/// seconds (`accumulatedPastExecutionTimeSeconds`): the run Gantry knew of ends where that
+/// count says, and the second run is billed from the re-admission to the end. Before: one
+/// run from the first admission to the end, the time it waited in the queue billed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_preempted_readmitted_and_finished_while_gantry_was_down_is_two_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = ApiServer::start().await;
+    let config = kube_config(dir.path(), &api, "readmitted");
+    let g = start_gantry(&config).await;
+    let alice = sign_in(&g.base, "alice").await;
+    let id = launch(&alice, &g.base, llama(16)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    api.admit(&id).await;
+    let running = until(&alice, &g.base, &id, "running", |j| j["state"] == "running").await;
+    g.running.stop().await;
+
+    // While Gantry is down: about 2 s after its admission it is preempted, waits about 2 s,
+    // is admitted again, and ends about 1 s later.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    api.preempt(&id, "InCohortReclamation").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    api.admit(&id).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    api.finish(&id, true);
+    let workload = api
+        .objects("workloads")
+        .into_iter()
+        .find(|w| w["metadata"]["labels"]["test/job-id"] == id.as_str())
+        .expect("the job's workload");
+    let past_s = workload["status"]["accumulatedPastExecutionTimeSeconds"]
+        .as_i64()
+        .expect("Kueue's count");
+    let condition_time = |kind: &str| {
+        workload["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == kind)
+            .and_then(|c| c["lastTransitionTime"].as_str())
+            .map(|t| {
+                chrono::DateTime::parse_from_rfc3339(t)
+                    .unwrap()
+                    .timestamp_millis()
+            })
+            .unwrap()
+    };
+    let (again, finished) = (condition_time("Admitted"), condition_time("Finished"));
+
+    let g = start_gantry(&config).await;
+    let alice = sign_in(&g.base, "alice").await;
+    let done = until(&alice, &g.base, &id, "succeeded", |j| {
+        j["state"] == "succeeded"
+    })
+    .await;
+    let ms = |v: &Value| {
+        chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap())
+            .unwrap()
+            .timestamp_millis()
+    };
+    let first = ms(&running["admitted_at"]);
+    let runs: Vec<(i64, Option<i64>)> = g
+        .running
+        .portal
+        .db()
+        .job_intervals(&id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, s, e, _)| (s.timestamp_millis(), e.map(|e| e.timestamp_millis())))
+        .collect();
+    assert_eq!(
+        runs,
+        vec![
+            (first, Some(first + past_s * 1000)),
+            (again, Some(finished))
+        ],
+        "two runs, the queued time between them not billed: {done}"
+    );
+    assert!(past_s >= 1, "the first run lasted over a second");
+    assert!(done.to_string().contains("evicted at"), "{done}");
+    g.running.stop().await;
+}
+
 /// The pool the Kueue cases run in, its nodes, and the seeded teams the cases' ClusterQueues
 /// map onto (in order), each with a member who launches for it.
 const POOL: &str = "hgx-h100";

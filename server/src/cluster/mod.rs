@@ -45,6 +45,14 @@ pub enum Change {
     /// Quota reserved and nodes assigned (Kueue `Admitted`).
     Admitted {
         nodes: Vec<String>,
+        /// How long it was admitted before this admission, in admissions that ended in an
+        /// eviction (Kueue's `accumulatedPastExecutionTimeSeconds`; 0 when none or not
+        /// recorded): an admission later than the one the database holds is a missed
+        /// eviction, and this count says when the run it knew of ended. `None` when the
+        /// cluster no longer says when it was admitted (its Workload gone, or finished without
+        /// its `Admitted`): the change then stands at the job's end, and is never taken for an
+        /// admission again.
+        past_run_s: Option<i64>,
     },
     /// All pods are up (Kueue `PodsReady`).
     Running,

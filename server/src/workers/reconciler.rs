@@ -154,7 +154,7 @@ impl Writer {
                     self.live.send(change);
                     break Written::Applied;
                 }
-                Ok(Outcome::AlreadyEnded) => break Written::Applied,
+                Ok(Outcome::AlreadyEnded | Outcome::AlreadyHeld) => break Written::Applied,
                 Ok(Outcome::Refused) => break Written::Refused,
                 Err(e) => {
                     tracing::error!(job.id = %ev.job_id, seq = ev.seq, error = %e, "could not store a cluster event; retrying");
@@ -282,6 +282,65 @@ fn admission_moves<'a>(
     moves
 }
 
+/// The repair of an admitted job the cluster holds as admitted again at `at` (on `nodes`,
+/// its pods all running or not), later than the database's admission: evicted and admitted
+/// again while Gantry was not watching. The run it knew of ended; a new one began. When it
+/// ended: its admitted time in the cluster's count (`past_run_s`, Kueue's
+/// accumulatedPastExecutionTimeSeconds) less the runs the database already closed; without
+/// that count, at the re-admission at the latest (an upper bound, and the event says so).
+async fn readmission_moves<'a>(
+    db: &Db,
+    row: &'a crate::db::JobRow,
+    (at, nodes, running): (chrono::DateTime<chrono::Utc>, &'a [String], bool),
+    past_run_s: i64,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<(Transition<'a>, String)>, crate::db::DbError> {
+    use JobState::*;
+    let since = row.admitted_at.unwrap_or(at);
+    let closed_s = db.closed_run_s(&row.id).await?;
+    // Both counts are in whole seconds, each run cut down: a second either way. A count that
+    // does not cover the runs the database closed (a workload made anew) tells nothing of
+    // this one.
+    let missed_s = past_run_s - closed_s;
+    let (ended, how) = if missed_s > 0 {
+        let ended = (since + chrono::TimeDelta::seconds(missed_s)).min(at);
+        (ended, format!("evicted at {}", ended.to_rfc3339()))
+    } else {
+        (
+            at,
+            "evicted at a time the cluster does not record (its run is counted until it was admitted again)".to_string(),
+        )
+    };
+    let mut moves = vec![(
+        Transition {
+            job_id: &row.id,
+            from: &[Admitted, Running],
+            to: Queued,
+            at: ended,
+            reason: "",
+            node_names: Some(&[]),
+            kind: Some("evicted"),
+        },
+        format!(
+            "Corrected from the cluster: {how} and queued again while Gantry was not watching (the database said {} since {})",
+            row.state,
+            since.to_rfc3339()
+        ),
+    )];
+    moves.extend(admission_moves(
+        &row.id,
+        (at, nodes, running),
+        now,
+        format!(
+            "Corrected from the cluster: admitted again at {} on {}",
+            at.to_rfc3339(),
+            nodes_text(nodes)
+        ),
+        "Corrected from the cluster: all pods are running again",
+    ));
+    Ok(moves)
+}
+
 /// Compares every active job in the database with `held`, the cluster's own list at a
 /// moment whose events are all written, and repairs the database where they differ (the
 /// cluster is the truth), each repair with an event saying so. Queued jobs the cluster
@@ -387,50 +446,9 @@ pub async fn correct_from_cluster(
                 .admitted_at
                 .is_some_and(|since| crate::db::ms(*at) > crate::db::ms(since)) =>
             {
-                // Admitted later than the database's admission: evicted and admitted again
-                // while Gantry was not watching. The run it knew of ended; a new one began.
-                // When it ended: its admitted time in the cluster's count (Kueue's
-                // accumulatedPastExecutionTimeSeconds) less the runs the database already
-                // closed; without that count, at the re-admission at the latest (an upper
-                // bound, and the event says so).
-                let since = row.admitted_at.unwrap_or(*at);
-                let closed_s = db.closed_run_s(&row.id).await?;
-                // Both counts are in whole seconds, each run cut down: a second either way. A
-                // count that does not cover the runs the database closed (a workload made
-                // anew) tells nothing of this one.
-                let missed_s = past_run_s - closed_s;
-                let (ended, how) = if missed_s > 0 {
-                    let ended = (since + chrono::TimeDelta::seconds(missed_s)).min(*at);
-                    (ended, format!("evicted at {}", ended.to_rfc3339()))
-                } else {
-                    (
-                        *at,
-                        "evicted at a time the cluster does not record (its run is counted until it was admitted again)".to_string(),
-                    )
-                };
-                moves.push((
-                    Transition {
-                        job_id: &row.id,
-                        from: &[Admitted, Running],
-                        to: Queued,
-                        at: ended,
-                        reason: "",
-                        node_names: Some(empty),
-                        kind: Some("evicted"),
-                    },
-                    format!("Corrected from the cluster: {how} and queued again while Gantry was not watching (the database said {said} since {})", since.to_rfc3339()),
-                ));
-                moves.extend(admission_moves(
-                    &row.id,
-                    (*at, nodes, *running),
-                    now,
-                    format!(
-                        "Corrected from the cluster: admitted again at {} on {}",
-                        at.to_rfc3339(),
-                        nodes_text(nodes)
-                    ),
-                    "Corrected from the cluster: all pods are running again",
-                ));
+                moves.extend(
+                    readmission_moves(db, &row, (*at, nodes, *running), *past_run_s, now).await?,
+                );
             }
             (
                 Admitted | Running,
@@ -525,10 +543,65 @@ pub async fn correct_from_cluster(
     Ok(out)
 }
 
+/// A job the database holds as admitted since before `ev.at`, which the cluster reports
+/// admitted at `ev.at`: the run it knew of ended in an eviction nobody saw; it ends where the
+/// cluster's count says, and the new admission is recorded (see [`readmission_moves`]).
+async fn readmitted(
+    db: &Db,
+    row: &crate::db::JobRow,
+    ev: &ClusterEvent,
+    nodes: &[String],
+    past_run_s: i64,
+) -> Result<Outcome, crate::db::DbError> {
+    for (t, reason) in readmission_moves(db, row, (ev.at, nodes, false), past_run_s, ev.at).await? {
+        let t = Transition {
+            reason: &reason,
+            ..t
+        };
+        if !db.transition(&t).await? {
+            tracing::warn!(job.id = %ev.job_id, "the job moved while its missed eviction was repaired; comparing with the cluster");
+            return Ok(Outcome::Refused);
+        }
+        tracing::info!(job.id = %row.id, state = %t.to, %reason, "corrected from the cluster");
+    }
+    Ok(Outcome::Moved(LiveChange {
+        job_id: row.id.clone(),
+        user: row.user.clone(),
+        notify: false,
+        team: row.team.clone(),
+        pool: row.pool.clone(),
+        state: JobState::Admitted,
+        at: ev.at,
+        row: Default::default(),
+        seq: 0,
+    }))
+}
+
+/// What a job's end adds to its reason when the run it ends was admitted at that same
+/// instant: the cluster no longer said when it was admitted (its Workload was gone, or
+/// finished without its `Admitted` condition), so the run bills nothing, and the job page
+/// says so rather than show a run of no length as if it were measured.
+async fn unrecorded_run(db: &Db, ev: &ClusterEvent) -> Result<String, crate::db::DbError> {
+    let admitted_at = match db.get_job(&ev.job_id).await {
+        Ok(row) if matches!(row.state, JobState::Admitted | JobState::Running) => row.admitted_at,
+        Ok(_) | Err(crate::db::DbError::NotFound) => None,
+        Err(e) => return Err(e),
+    };
+    Ok(
+        if admitted_at.map(crate::db::ms) == Some(crate::db::ms(ev.at)) {
+            " (it was admitted while Gantry was not watching, and the cluster no longer says when: its run time is not recorded, and it bills no GPU-hours)".to_string()
+        } else {
+            String::new()
+        },
+    )
+}
+
 enum Outcome {
     Moved(LiveChange),
     /// The end of a job that had already ended (the cluster's report of a cancel stored first).
     AlreadyEnded,
+    /// An admission the database already holds, seen again.
+    AlreadyHeld,
     /// The stored state does not fit the event: logged, and a comparison is due.
     Refused,
 }
@@ -537,47 +610,56 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Outcome, crate::db::DbError
     use JobState::*;
     let none: &[String] = &[];
     let mut kind = None;
-    let (from, to, reason, nodes): (&[JobState], JobState, String, Option<&[String]>) = match &ev
-        .change
-    {
-        Change::Admitted { nodes } => (
-            &[Queued],
-            Admitted,
-            if nodes.is_empty() {
-                format!("Admitted: quota reserved in {}", ev.pool)
-            } else {
-                format!(
-                    "Admitted: quota reserved in {} on {}",
-                    ev.pool,
-                    nodes.join(", ")
-                )
-            },
-            Some(nodes.as_slice()),
-        ),
-        Change::Running => (
-            &[Admitted],
-            Running,
-            "All pods are running".to_string(),
-            None,
-        ),
-        Change::Succeeded { reason } => (&[Admitted, Running], Succeeded, reason.clone(), None),
-        // From the queue too: a workload an admission check rejected never ran.
-        Change::Failed { reason } => (&[Queued, Admitted, Running], Failed, reason.clone(), None),
-        Change::Cancelled { reason } => (
-            &[Queued, Admitted, Running],
-            Cancelled,
-            reason.clone(),
-            None,
-        ),
-        Change::Preempted { reason } => {
-            kind = Some("preempted");
-            (&[Admitted, Running], Queued, reason.clone(), Some(none))
-        }
-        Change::Evicted { reason } => {
-            kind = Some("evicted");
-            (&[Admitted, Running], Queued, reason.clone(), Some(none))
-        }
-    };
+    let (from, to, reason, nodes): (&[JobState], JobState, String, Option<&[String]>) =
+        match &ev.change {
+            Change::Admitted { nodes, .. } => (
+                &[Queued],
+                Admitted,
+                if nodes.is_empty() {
+                    format!("Admitted: quota reserved in {}", ev.pool)
+                } else {
+                    format!(
+                        "Admitted: quota reserved in {} on {}",
+                        ev.pool,
+                        nodes.join(", ")
+                    )
+                },
+                Some(nodes.as_slice()),
+            ),
+            Change::Running => (
+                &[Admitted],
+                Running,
+                "All pods are running".to_string(),
+                None,
+            ),
+            Change::Succeeded { reason } => (
+                &[Admitted, Running],
+                Succeeded,
+                reason.clone() + &unrecorded_run(db, ev).await?,
+                None,
+            ),
+            // From the queue too: a workload an admission check rejected never ran.
+            Change::Failed { reason } => (
+                &[Queued, Admitted, Running],
+                Failed,
+                reason.clone() + &unrecorded_run(db, ev).await?,
+                None,
+            ),
+            Change::Cancelled { reason } => (
+                &[Queued, Admitted, Running],
+                Cancelled,
+                reason.clone(),
+                None,
+            ),
+            Change::Preempted { reason } => {
+                kind = Some("preempted");
+                (&[Admitted, Running], Queued, reason.clone(), Some(none))
+            }
+            Change::Evicted { reason } => {
+                kind = Some("evicted");
+                (&[Admitted, Running], Queued, reason.clone(), Some(none))
+            }
+        };
     let applied = db
         .transition(&Transition {
             job_id: &ev.job_id,
@@ -590,23 +672,44 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Outcome, crate::db::DbError
         })
         .await?;
     if !applied {
-        let now = match db.get_job(&ev.job_id).await {
-            Ok(row) => row.state.as_str().to_string(),
-            Err(crate::db::DbError::NotFound) => "not stored".to_string(),
+        let row = match db.get_job(&ev.job_id).await {
+            Ok(row) => Some(row),
+            Err(crate::db::DbError::NotFound) => None,
             Err(e) => return Err(e),
         };
+        let now = row
+            .as_ref()
+            .map_or("not stored", |r| r.state.as_str())
+            .to_string();
         let ended = !matches!(
             now.as_str(),
             "queued" | "admitted" | "running" | "not stored"
         );
-        let ends = matches!(
-            ev.change,
-            Change::Succeeded { .. } | Change::Failed { .. } | Change::Cancelled { .. }
-        );
-        if ended && ends {
-            // The usual end of a cancel: the database first, then the cluster's own report.
+        if ended {
+            // The usual end of a cancel: the database first, then the cluster's own report;
+            // or the cluster's history of a job that ended (a finished JobSet seen again after
+            // a restart). An ended job is not compared with the cluster: nothing to repair.
             tracing::debug!(job.id = %ev.job_id, change = ?ev.change, state = %now, "the job had already ended");
             return Ok(Outcome::AlreadyEnded);
+        }
+        if let (Some(row), Change::Admitted { nodes, past_run_s }) = (&row, &ev.change) {
+            if let (Admitted | Running, Some(since)) = (row.state, row.admitted_at) {
+                match (past_run_s, crate::db::ms(ev.at).cmp(&crate::db::ms(since))) {
+                    // The admission it holds, seen again (a restart's list), or a stand-in at
+                    // the job's end for an admission the cluster no longer dates: the run it
+                    // knows of stands.
+                    (None, _) | (Some(_), std::cmp::Ordering::Equal) => {
+                        tracing::debug!(job.id = %ev.job_id, change = ?ev.change, "the admission is already held");
+                        return Ok(Outcome::AlreadyHeld);
+                    }
+                    // Admitted again later: an eviction and an admission were missed (the
+                    // job ended while Gantry was down, or between a watch's two lists).
+                    (Some(past), std::cmp::Ordering::Greater) => {
+                        return readmitted(db, row, ev, nodes, *past).await;
+                    }
+                    (Some(_), std::cmp::Ordering::Less) => {}
+                }
+            }
         }
         tracing::warn!(job.id = %ev.job_id, seq = ev.seq, change = ?ev.change, state = %now, "a cluster event does not fit the stored state; comparing with the cluster");
         return Ok(Outcome::Refused);

@@ -38,6 +38,8 @@ struct Store {
     pod_logs: BTreeMap<String, Vec<(DateTime<Utc>, String)>>,
     /// Whether reading a pod's log is forbidden (RBAC), as [`ApiServer::forbid_logs`] set.
     logs_forbidden: bool,
+    /// Plural → how long a list of it takes to answer, as [`ApiServer::delay_lists`] set.
+    list_delays: BTreeMap<String, Duration>,
 }
 
 /// A line written to a pod's log ("namespace/pod", the line), or `None` when the pod's
@@ -204,6 +206,58 @@ impl ApiServer {
         self.put(&mut s, &k, w, "MODIFIED");
     }
 
+    /// A list of `plural` answers after `delay` (a slow API server, or a large list): the
+    /// watches of different kinds complete their first lists at different times.
+    pub fn delay_lists(&self, plural: &str, delay: Duration) {
+        self.store
+            .lock()
+            .unwrap()
+            .list_delays
+            .insert(plural.to_string(), delay);
+    }
+
+    /// The JobSet controller's verdict on a job's JobSet at `at`: all its jobs completed
+    /// (`terminalState` and the `Completed` condition, with the controller's reason and
+    /// message), or it failed (`Failed`, reaching its max restarts).
+    pub fn end_job_object(&self, job_id: &str, succeeded: bool, at: DateTime<Utc>) {
+        let mut s = self.store.lock().unwrap();
+        let k = s
+            .objects
+            .iter()
+            .find(|(k, v)| {
+                k.starts_with("jobsets/") && v["metadata"]["labels"]["gantry.dev/job-id"] == job_id
+            })
+            .map(|(k, _)| k.clone())
+            .unwrap_or_else(|| panic!("no JobSet for job {job_id}"));
+        let mut o = s.objects[&k].clone();
+        let (state, reason, message) = if succeeded {
+            (
+                "Completed",
+                "AllJobsCompleted",
+                "jobset completed successfully",
+            )
+        } else {
+            (
+                "Failed",
+                "FailedJobs",
+                "jobset failed due to reaching max restarts",
+            )
+        };
+        o["status"] = json!({"terminalState": state, "conditions": [
+            {"type": state, "status": "True", "reason": reason, "message": message,
+             "lastTransitionTime": at.to_rfc3339()}]});
+        self.put(&mut s, &k, o, "MODIFIED");
+    }
+
+    /// Kueue deletes a job's finished Workload, as its `objectRetentionPolicies`
+    /// (`workloads.afterFinished`, Kueue 0.12 and later) do; the JobSet stays.
+    pub fn collect_workload(&self, job_id: &str) {
+        let mut s = self.store.lock().unwrap();
+        let k = workload_key_of(&s, job_id).unwrap_or_else(|| panic!("no workload for {job_id}"));
+        assert!(has_true(&s.objects[&k], "Finished"), "only finished ones");
+        self.remove(&mut s, &k);
+    }
+
     /// The key of a job's Workload, once Gantry's job object has reached the API server
     /// (waits up to 20 s: a launch may be sent by Gantry's resender a little later).
     async fn workload_key(&self, job_id: &str) -> String {
@@ -298,6 +352,21 @@ impl ApiServer {
     pub async fn preempt(&self, job_id: &str, kueue_reason: &str) {
         let conditions = preempted_conditions(kueue_reason);
         self.script(job_id, move |w| {
+            // Kueue (0.9 and later) adds the admission's whole seconds to the workload's
+            // count as `Admitted` turns false (SyncAdmittedCondition).
+            let admitted = w["status"]["conditions"].as_array().and_then(|cs| {
+                cs.iter()
+                    .find(|c| c["type"] == "Admitted" && c["status"] == "True")
+                    .and_then(|c| c["lastTransitionTime"].as_str())
+                    .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            });
+            if let Some(since) = admitted {
+                let d = (Utc::now() - since.to_utc()).num_seconds();
+                let past = w["status"]["accumulatedPastExecutionTimeSeconds"]
+                    .as_i64()
+                    .unwrap_or(0);
+                w["status"]["accumulatedPastExecutionTimeSeconds"] = json!(past + d);
+            }
             set_conditions(w, &conditions);
             if let Some(st) = w["status"].as_object_mut() {
                 st.remove("admission");
@@ -788,6 +857,10 @@ async fn handle(
                 .unwrap()
         }
         (Method::GET, None) => {
+            let delay = me.store.lock().unwrap().list_delays.get(plural).copied();
+            if let Some(d) = delay {
+                tokio::time::sleep(d).await;
+            }
             let s = me.store.lock().unwrap();
             let items: Vec<Value> = s
                 .objects

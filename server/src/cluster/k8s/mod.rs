@@ -31,7 +31,7 @@ mod tests;
 mod watch;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
@@ -113,6 +113,10 @@ struct Mirror {
     observed: HashMap<String, Observed>,
     /// Job id → max runtime and object kind, from submissions (for the ETA and cancel).
     submitted: HashMap<String, (u64, &'static str)>,
+    /// Whether the Workload watch has listed once; until then job objects wait in `deferred`
+    /// (job id → the latest sighting and whether it was a deletion).
+    workloads_listed: bool,
+    deferred: HashMap<String, (Value, bool)>,
 }
 
 pub struct KubeCluster {
@@ -126,6 +130,9 @@ pub struct KubeCluster {
     reachable: AtomicBool,
     /// Whether the Workload watch's first list is complete (the mirror holds everything).
     listed: AtomicBool,
+    /// How many of the job-object watches (JobSets, and TrainJobs when `kube.trainer` is on)
+    /// have completed their first list: a job whose Workload is gone is known by its object.
+    jobs_listed: AtomicUsize,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> ClusterError {
@@ -144,6 +151,7 @@ impl KubeCluster {
             seq: AtomicU64::new(0),
             reachable: AtomicBool::new(true),
             listed: AtomicBool::new(false),
+            jobs_listed: AtomicUsize::new(0),
         }
     }
 
@@ -529,7 +537,12 @@ impl Cluster for KubeCluster {
         self.read_failure(src).await
     }
 
+    /// Complete once the Workload watch and every job-object watch have listed: a job that
+    /// finished while Gantry was away and whose Workload Kueue has since deleted (its
+    /// `objectRetentionPolicies`) is known only by its JobSet's verdict, which must be written
+    /// before the database is compared with the Workloads (else it would end as cancelled).
     fn listed(&self) -> bool {
         self.listed.load(Ordering::SeqCst)
+            && self.jobs_listed.load(Ordering::SeqCst) >= self.job_kinds().len()
     }
 }

@@ -2,7 +2,7 @@
 //! schemas, Workload conditions read into state changes, and the request sequences against
 //! kube's `tower_test` mock service (the pattern of kube's own `mock_tests.rs`).
 
-use super::watch::transitions;
+use super::watch::{change_time, transitions};
 use super::*;
 use crate::config::Config;
 use app::model::Priority;
@@ -389,7 +389,10 @@ fn workload_conditions_become_state_changes() {
     .unwrap();
     assert_eq!(
         transitions(Some(&pending), &admitted),
-        vec![Change::Admitted { nodes: vec![] }]
+        vec![Change::Admitted {
+            nodes: vec![],
+            past_run_s: Some(0),
+        }]
     );
     let running = status::observe(
         &wl(json!([
@@ -499,12 +502,65 @@ fn workload_conditions_become_state_changes() {
     assert_eq!(
         transitions(None, &done),
         vec![
-            Change::Admitted { nodes: vec![] },
+            Change::Admitted {
+                nodes: vec![],
+                past_run_s: None,
+            },
             Change::Succeeded {
                 reason: "Job finished successfully".into()
             }
         ],
-        "a job that finished while Gantry was down still passes through admitted"
+        "a job that finished while Gantry was down still passes through admitted (undated)"
+    );
+
+    // Kueue keeps `Admitted` on a finished Workload, at its last admission. Seen running
+    // since 10:05, then finished with an admission at 11:00 and 1,800 s counted before it:
+    // an eviction and an admission were missed, told with Kueue's count. Finished with the
+    // admission seen before: only the end.
+    let running_since = status::observe(
+        &wl(json!([
+            cond("Admitted", true, "Admitted", ""),
+            cond("PodsReady", true, "PodsReady", "")
+        ])),
+        prefix,
+    )
+    .unwrap();
+    let mut again = wl(json!([
+        cond("Admitted", true, "Admitted", ""),
+        cond("Finished", true, "Succeeded", "Job finished successfully")
+    ]));
+    again["status"]["conditions"][0]["lastTransitionTime"] = json!("2026-11-29T11:00:00Z");
+    again["status"]["accumulatedPastExecutionTimeSeconds"] = json!(1800);
+    let again = status::observe(&again, prefix).unwrap();
+    assert_eq!(
+        transitions(Some(&running_since), &again),
+        vec![
+            Change::Admitted {
+                nodes: vec![],
+                past_run_s: Some(1800),
+            },
+            Change::Succeeded {
+                reason: "Job finished successfully".into()
+            }
+        ]
+    );
+    assert_eq!(
+        change_time(&transitions(Some(&running_since), &again)[0], &again).map(|t| t.to_rfc3339()),
+        Some("2026-11-29T11:00:00+00:00".into())
+    );
+    let same = status::observe(
+        &wl(json!([
+            cond("Admitted", true, "Admitted", ""),
+            cond("Finished", true, "Succeeded", "Job finished successfully")
+        ])),
+        prefix,
+    )
+    .unwrap();
+    assert_eq!(
+        transitions(Some(&running_since), &same),
+        vec![Change::Succeeded {
+            reason: "Job finished successfully".into()
+        }]
     );
 
     // Kueue's other reasons for Finished are not successes. An admission check's rejection
@@ -879,7 +935,13 @@ async fn the_watch_turns_workload_events_into_cluster_events() {
         .unwrap();
     assert_eq!(
         (first.job_id.as_str(), first.change.clone()),
-        (JOB_ID, Change::Admitted { nodes: vec![] })
+        (
+            JOB_ID,
+            Change::Admitted {
+                nodes: vec![],
+                past_run_s: Some(0),
+            }
+        )
     );
     let second = tokio::time::timeout(std::time::Duration::from_secs(5), events.recv())
         .await
@@ -1124,7 +1186,10 @@ fn a_workload_deactivated_at_its_max_runtime_ends_its_job() {
         vec![
             (
                 "2026-11-29T10:05:00+00:00".into(),
-                Change::Admitted { nodes: vec![] }
+                Change::Admitted {
+                    nodes: vec![],
+                    past_run_s: Some(0),
+                }
             ),
             ("2026-11-29T10:05:00+00:00".into(), Change::Running),
             (
@@ -1243,6 +1308,7 @@ fn a_job_object_deleted_in_the_cluster_cancels_its_job() {
         .unwrap();
     let _guard = rt.enter();
     let k = KubeCluster::new(kube::Client::new(svc, "default"), settings(), vec![]);
+    k.workloads_listed();
     let mut events = k.subscribe();
     let t = crate::seed::templates().remove(0);
     let mut js = objects::job_object(&settings(), &workload(&t, 8, "nlp"));
@@ -1265,7 +1331,10 @@ fn a_job_object_deleted_in_the_cluster_cancels_its_job() {
         vec![
             (
                 "2026-11-29T10:05:00+00:00".into(),
-                Change::Admitted { nodes: vec![] }
+                Change::Admitted {
+                    nodes: vec![],
+                    past_run_s: Some(0),
+                }
             ),
             ("2026-11-29T10:05:00+00:00".into(), Change::Running),
             (
@@ -1276,7 +1345,9 @@ fn a_job_object_deleted_in_the_cluster_cancels_its_job() {
             )
         ]
     );
-    // A JobSet that completed while its Workload was already gone still ends the job.
+    // A JobSet that completed while its Workload was already gone still ends the job: it was
+    // admitted first (created suspended, it ran only once admitted), at a time gone with its
+    // Workload, so the admission stands at the end and says it is not dated.
     let mut done = js.clone();
     done["metadata"]["labels"][objects::JOB_ID_LABEL] =
         json!("00000000-0000-0000-0000-000000000009");
@@ -1284,17 +1355,95 @@ fn a_job_object_deleted_in_the_cluster_cancels_its_job() {
         {"type": "Completed", "status": "True", "lastTransitionTime": "2026-11-29T12:00:00Z"}
     ]});
     k.observe_job_object(&done, false);
-    let e = events.try_recv().unwrap();
-    assert_eq!(e.at.to_rfc3339(), "2026-11-29T12:00:00+00:00");
+    let changes: Vec<(String, String, Change)> = std::iter::from_fn(|| events.try_recv().ok())
+        .map(|e| (e.job_id, e.at.to_rfc3339(), e.change))
+        .collect();
+    let id = "00000000-0000-0000-0000-000000000009".to_string();
+    let at = "2026-11-29T12:00:00+00:00".to_string();
     assert_eq!(
-        (e.job_id.as_str(), e.change),
-        (
-            "00000000-0000-0000-0000-000000000009",
-            Change::Succeeded {
-                reason: "The JobSet completed".into()
-            }
-        )
+        changes,
+        vec![
+            (
+                id.clone(),
+                at.clone(),
+                Change::Admitted {
+                    nodes: vec![],
+                    past_run_s: None
+                }
+            ),
+            (
+                id,
+                at,
+                Change::Succeeded {
+                    reason: "The JobSet completed".into()
+                }
+            )
+        ]
     );
+}
+
+/// A job object seen before the Workload watch's first list waits for it: whether its
+/// Workload exists is not known until then. Its verdict counts only if the list holds no
+/// Workload of the job; the latest sighting of each job counts once.
+#[test]
+fn job_objects_seen_before_the_workloads_are_listed_wait_for_the_list() {
+    let (svc, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _guard = rt.enter();
+    let k = KubeCluster::new(kube::Client::new(svc, "default"), settings(), vec![]);
+    let mut events = k.subscribe();
+    let t = crate::seed::templates().remove(0);
+    let mut running = objects::job_object(&settings(), &workload(&t, 8, "nlp"));
+    running["metadata"]["creationTimestamp"] = json!("2026-11-29T10:00:00Z");
+    let mut done = running.clone();
+    done["status"] = json!({"terminalState": "Completed", "conditions": [
+        {"type": "Completed", "status": "True", "lastTransitionTime": "2026-11-29T12:00:00Z"}
+    ]});
+    // Another job's JobSet, completed, whose Workload is gone.
+    let other = "00000000-0000-0000-0000-000000000011";
+    let mut gone = done.clone();
+    gone["metadata"]["labels"][objects::JOB_ID_LABEL] = json!(other);
+    k.observe_job_object(&running, false);
+    k.observe_job_object(&done, false);
+    k.observe_job_object(&gone, false);
+    assert!(events.try_recv().is_err(), "nothing before the list");
+    // The list holds the first job's Workload, finished: that Workload speaks for it.
+    k.observe(&wl(json!([
+        cond("Admitted", true, "Admitted", ""),
+        cond("Finished", true, "Succeeded", "Job finished successfully")
+    ])));
+    let from_workload: Vec<Change> = std::iter::from_fn(|| events.try_recv().ok())
+        .map(|e| e.change)
+        .collect();
+    assert_eq!(from_workload.len(), 2, "{from_workload:?}");
+    k.workloads_listed();
+    let after: Vec<(String, Change)> = std::iter::from_fn(|| events.try_recv().ok())
+        .map(|e| (e.job_id, e.change))
+        .collect();
+    assert_eq!(
+        after,
+        vec![
+            (
+                other.to_string(),
+                Change::Admitted {
+                    nodes: vec![],
+                    past_run_s: None
+                }
+            ),
+            (
+                other.to_string(),
+                Change::Succeeded {
+                    reason: "The JobSet completed".into()
+                }
+            )
+        ],
+        "only the job whose Workload the list did not hold, once"
+    );
+    k.workloads_listed();
+    assert!(events.try_recv().is_err(), "taken in once");
 }
 
 #[test]
@@ -1346,6 +1495,7 @@ fn watching() -> (
         let _guard = rt.enter();
         KubeCluster::new(kube::Client::new(svc, "default"), settings(), vec![])
     };
+    k.workloads_listed();
     let events = k.subscribe();
     (rt, k, events)
 }
@@ -1384,6 +1534,13 @@ fn a_failed_jobset_fails_its_job_with_the_condition_message() {
         })
     );
     k.observe_job_object(&js, false);
+    assert!(matches!(
+        events.try_recv().unwrap().change,
+        Change::Admitted {
+            past_run_s: None,
+            ..
+        }
+    ));
     let e = events.try_recv().unwrap();
     assert_eq!(e.job_id, JOB_ID);
     assert_eq!(
@@ -1435,6 +1592,13 @@ fn a_failed_trainjob_fails_its_job_with_the_condition_message() {
     let v = validator("trainer.kubeflow.org_trainjobs.yaml", "v1alpha1");
     assert_eq!(errors(&v, &tj), Vec::<String>::new());
     k.observe_job_object(&tj, false);
+    assert!(matches!(
+        events.try_recv().unwrap().change,
+        Change::Admitted {
+            past_run_s: None,
+            ..
+        }
+    ));
     let e = events.try_recv().unwrap();
     assert_eq!(
         e.at,
@@ -1459,6 +1623,10 @@ fn a_failed_trainjob_fails_its_job_with_the_condition_message() {
         "lastTransitionTime": "2026-11-29T11:00:00Z"
     }]});
     k.observe_job_object(&done, false);
+    assert!(matches!(
+        events.try_recv().unwrap().change,
+        Change::Admitted { .. }
+    ));
     assert_eq!(
         events.try_recv().unwrap().change,
         Change::Succeeded {

@@ -30,6 +30,7 @@ pub fn transitions(prev: Option<&Observed>, next: &Observed) -> Vec<Change> {
         Phase::Pending { .. } => Vec::new(),
         Phase::Admitted { nodes, .. } if !held(prev) => vec![Change::Admitted {
             nodes: nodes.clone(),
+            past_run_s: Some(next.past_run_s),
         }],
         Phase::Admitted { .. } => Vec::new(),
         Phase::Running { nodes, .. } => match prev.map(|p| &p.phase) {
@@ -38,6 +39,7 @@ pub fn transitions(prev: Option<&Observed>, next: &Observed) -> Vec<Change> {
             _ => vec![
                 Change::Admitted {
                     nodes: nodes.clone(),
+                    past_run_s: Some(next.past_run_s),
                 },
                 Change::Running,
             ],
@@ -60,9 +62,22 @@ pub fn transitions(prev: Option<&Observed>, next: &Observed) -> Vec<Change> {
                 };
                 let mut out = Vec::new();
                 // Ended while Gantry was not watching, it was admitted first; unless it never
-                // ran (an admission check rejected it): it fails from the queue.
-                if !held(prev) && *ran {
-                    out.push(Change::Admitted { nodes: Vec::new() });
+                // ran (an admission check rejected it): it fails from the queue. Kueue keeps
+                // `Admitted` on a finished Workload, at its last admission: one later than the
+                // admission seen before is an eviction and admission missed (a watch that
+                // listed again), which the database repairs from `past_run_s`.
+                let readmitted = prev.is_some_and(|p| {
+                    matches!(
+                        (p.times.admitted, next.times.admitted),
+                        (Some(before), Some(now)) if now > before
+                    )
+                });
+                if (!held(prev) || readmitted) && *ran {
+                    out.push(Change::Admitted {
+                        nodes: Vec::new(),
+                        // Without `Admitted` the change stands at the end (see change_time).
+                        past_run_s: next.times.admitted.map(|_| next.past_run_s),
+                    });
                 }
                 out.push(if *succeeded {
                     Change::Succeeded { reason }
@@ -236,6 +251,7 @@ impl KubeCluster {
                 if let Some(listed) = relisted.take() {
                     self.forget_unlisted(&listed);
                 }
+                self.workloads_listed();
                 self.listed.store(true, Ordering::SeqCst);
             }
         }
@@ -302,16 +318,7 @@ impl KubeCluster {
     /// deleted in the cluster ends its job as cancelled, and its own verdict ends it when its
     /// Workload is already gone.
     pub fn spawn_job_watches(self: &Arc<Self>) -> Vec<tokio::task::JoinHandle<()>> {
-        let mut kinds = vec![resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")];
-        if self.settings.trainer {
-            kinds.push(resource(
-                "trainer.kubeflow.org",
-                "v1alpha1",
-                "TrainJob",
-                "trainjobs",
-            ));
-        }
-        kinds
+        self.job_kinds()
             .into_iter()
             .map(|ar| {
                 let me = Arc::clone(self);
@@ -319,8 +326,13 @@ impl KubeCluster {
                     let api: Api<DynamicObject> = Api::all_with(me.client.clone(), &ar);
                     let cfg = watcher::Config::default().labels("app.kubernetes.io/managed-by=gantry");
                     let mut events = watcher(api, cfg).default_backoff().boxed();
+                    let mut counted = false;
                     while let Some(ev) = events.next().await {
                         match ev {
+                            Ok(watcher::Event::InitDone) if !counted => {
+                                counted = true;
+                                me.jobs_listed.fetch_add(1, Ordering::SeqCst);
+                            }
                             Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => {
                                 if let Ok(v) = serde_json::to_value(&o) {
                                     me.observe_job_object(&v, false);
@@ -342,7 +354,23 @@ impl KubeCluster {
             .collect()
     }
 
-    /// A JobSet or TrainJob as its watch saw it (or its deletion).
+    /// The job-object kinds Gantry watches: JobSets, and TrainJobs when `kube.trainer` is on.
+    pub(super) fn job_kinds(&self) -> Vec<ApiResource> {
+        let mut kinds = vec![resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")];
+        if self.settings.trainer {
+            kinds.push(resource(
+                "trainer.kubeflow.org",
+                "v1alpha1",
+                "TrainJob",
+                "trainjobs",
+            ));
+        }
+        kinds
+    }
+
+    /// A JobSet or TrainJob as its watch saw it (or its deletion). Until the Workload watch
+    /// has listed, whether the job's Workload exists is not known: the object waits for that
+    /// list (the latest sighting of each job), then counts as if seen after it.
     pub fn observe_job_object(&self, obj: &Value, deleted: bool) {
         let Some(job_id) = obj["metadata"]["labels"][objects::JOB_ID_LABEL]
             .as_str()
@@ -350,30 +378,45 @@ impl KubeCluster {
         else {
             return;
         };
+        let mut m = self.mirror();
+        if !m.workloads_listed {
+            m.deferred.insert(job_id, (obj.clone(), deleted));
+            return;
+        }
+        self.job_object_changes(&m, &job_id, obj, deleted);
+        drop(m);
+    }
+
+    /// The job objects seen before the Workload watch's first list, taken in once it is
+    /// complete (the mirror stays locked, so no later sighting of the same job comes first).
+    pub(super) fn workloads_listed(&self) {
+        let mut m = self.mirror();
+        m.workloads_listed = true;
+        for (job_id, (obj, deleted)) in std::mem::take(&mut m.deferred) {
+            self.job_object_changes(&m, &job_id, &obj, deleted);
+        }
+        drop(m);
+    }
+
+    /// Reports what a job object says that its Workload does not: its deletion, or its own
+    /// verdict when the mirror holds no Workload of the job.
+    fn job_object_changes(&self, m: &Mirror, job_id: &str, obj: &Value, deleted: bool) {
         let pool = obj["metadata"]["labels"]["gantry.dev/pool"]
             .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let (finished, workload_seen) = {
-            let m = self.mirror();
-            let seen = m.observed.get(&job_id);
-            (
-                seen.is_some_and(|o| matches!(o.phase, Phase::Finished { .. })),
-                seen.is_some(),
-            )
-        };
-        if finished {
+            .unwrap_or_default();
+        let seen = m.observed.get(job_id);
+        if seen.is_some_and(|o| matches!(o.phase, Phase::Finished { .. })) {
             return;
         }
         let kind = obj["kind"].as_str().unwrap_or("JobSet");
         let change = if deleted {
             Some((
-                Change::Cancelled {
+                vec![Change::Cancelled {
                     reason: format!("Its {kind} was deleted in the cluster"),
-                },
+                }],
                 None,
             ))
-        } else if workload_seen {
+        } else if seen.is_some() {
             None // the Workload speaks for it
         } else {
             status::job_object_outcome(obj).map(|o| {
@@ -382,7 +425,7 @@ impl KubeCluster {
                 } else {
                     format!(": {}", o.message)
                 };
-                let change = if o.succeeded {
+                let verdict = if o.succeeded {
                     Change::Succeeded {
                         reason: format!("The {kind} completed{said}"),
                     }
@@ -391,10 +434,25 @@ impl KubeCluster {
                         reason: format!("The {kind} failed{said}"),
                     }
                 };
-                (change, o.at)
+                // A job object under Kueue is created suspended: one that ended was admitted
+                // first. Its Workload, which said when, is gone (Kueue deletes finished ones
+                // under its retention policy), so the admission counts from the end, as a
+                // finished Workload without its `Admitted` does: nothing is made up. A job
+                // the database holds as admitted keeps its own admission (this one does not
+                // fit it and is refused).
+                (
+                    vec![
+                        Change::Admitted {
+                            nodes: Vec::new(),
+                            past_run_s: None,
+                        },
+                        verdict,
+                    ],
+                    o.at,
+                )
             })
         };
-        let Some((c, outcome_at)) = change else {
+        let Some((changes, outcome_at)) = change else {
             return;
         };
         // The object's own times: its deletion, or the condition that gave the verdict.
@@ -404,9 +462,9 @@ impl KubeCluster {
             outcome_at.or_else(|| status::deleted_at(obj))
         };
         match at {
-            Some(at) => self.emit(&pool, &job_id, at, vec![c]),
+            Some(at) => self.emit(pool, job_id, at, changes),
             None => {
-                tracing::error!(job.id = %job_id, %kind, change = ?c, "the job object does not say when this happened; the change is not recorded")
+                tracing::error!(job.id = %job_id, %kind, ?changes, "the job object does not say when this happened; the change is not recorded")
             }
         }
     }

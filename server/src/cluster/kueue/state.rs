@@ -288,6 +288,7 @@ impl KueueState {
                         at,
                         Change::Admitted {
                             nodes: co.capacity.node_names(&placement),
+                            past_run_s: Some(self.past_run_s.get(&wid).copied().unwrap_or(0)),
                         },
                     )),
                     Decision::Evict(wid, cause, since) => {

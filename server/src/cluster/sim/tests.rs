@@ -70,7 +70,9 @@ async fn jobs_are_admitted_run_and_finish_on_the_clock() {
     let mut rx = s.subscribe();
     s.submit(job("a", "nlp", 16, 3600, 0)).await.unwrap();
     let ev = changes(&drain(&mut rx));
-    assert!(matches!(&ev[0], (id, Change::Admitted { nodes }) if id == "a" && nodes.len() == 2));
+    assert!(
+        matches!(&ev[0], (id, Change::Admitted { nodes, .. }) if id == "a" && nodes.len() == 2)
+    );
     s.advance(Duration::seconds(30));
     assert_eq!(
         changes(&drain(&mut rx)),
