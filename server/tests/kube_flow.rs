@@ -818,6 +818,54 @@ async fn jobs_whose_workloads_were_collected_while_gantry_was_down_end_by_their_
     g.running.stop().await;
 }
 
+/// Kubeflow Trainer is optional (`kube.trainer` is on by default): on a cluster that does not
+/// serve TrainJobs, the TrainJob watch never lists. The comparison with the cluster must not
+/// wait for it. Here a job's JobSet is deleted with its Workload while Gantry is down; only
+/// the comparison can end it. Before, it waited for every job watch's list: the job stayed
+/// running, billed, for as long as Gantry ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_kubeflow_trainer_the_cluster_is_still_compared() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = ApiServer::start().await;
+    api.unserve("trainjobs");
+    let config = kube_config(dir.path(), &api, "no-trainer");
+    assert!(config.kube.trainer, "on by default");
+    let g = start_gantry(&config).await;
+    let alice = sign_in(&g.base, "alice").await;
+    let id = launch(&alice, &g.base, llama(16)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    api.admit(&id).await;
+    until(&alice, &g.base, &id, "running", |j| j["state"] == "running").await;
+    g.running.stop().await;
+
+    // While Gantry is down, someone deletes the JobSet (and Kueue's Workload with it).
+    let http = reqwest::Client::new();
+    let name = format!("gantry-{}", id.replace('-', ""));
+    let res = http
+        .delete(format!(
+            "http://{}/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-nlp/jobsets/{name}",
+            api.addr
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success(), "{}", res.status());
+
+    let g = start_gantry(&config).await;
+    let alice = sign_in(&g.base, "alice").await;
+    let ended = until(&alice, &g.base, &id, "cancelled", |j| {
+        j["state"] == "cancelled"
+    })
+    .await;
+    assert!(
+        ended.to_string().contains("Corrected from the cluster"),
+        "{ended}"
+    );
+    g.running.stop().await;
+}
+
 /// Preempted, admitted again and finished, all while Gantry is down. Kueue keeps `Admitted`
 /// on a finished Workload at its last admission, and its count of the earlier admissions'
 /// seconds (`accumulatedPastExecutionTimeSeconds`): the run Gantry knew of ends where that

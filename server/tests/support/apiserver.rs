@@ -40,6 +40,9 @@ struct Store {
     logs_forbidden: bool,
     /// Plural → how long a list of it takes to answer, as [`ApiServer::delay_lists`] set.
     list_delays: BTreeMap<String, Duration>,
+    /// Plurals this server does not serve (their CRD is not installed), as
+    /// [`ApiServer::unserve`] set: 404 to every request.
+    unserved: Vec<String>,
 }
 
 /// A line written to a pod's log ("namespace/pod", the line), or `None` when the pod's
@@ -214,6 +217,12 @@ impl ApiServer {
             .unwrap()
             .list_delays
             .insert(plural.to_string(), delay);
+    }
+
+    /// The API server no longer serves `plural` (say `trainjobs`: Kubeflow Trainer is not
+    /// installed): every request for it gets the 404 Kubernetes gives for an unknown resource.
+    pub fn unserve(&self, plural: &str) {
+        self.store.lock().unwrap().unserved.push(plural.to_string());
     }
 
     /// The JobSet controller's verdict on a job's JobSet at `at`: all its jobs completed
@@ -659,6 +668,16 @@ async fn handle(
         ("", rest[0], rest.get(1).copied(), rest.get(2).copied())
     };
 
+    if me
+        .store
+        .lock()
+        .unwrap()
+        .unserved
+        .iter()
+        .any(|p| p == plural)
+    {
+        return not_found(&path);
+    }
     if group == "visibility.kueue.x-k8s.io"
         && plural == "localqueues"
         && sub == Some("pendingworkloads")

@@ -111,13 +111,20 @@ pub fn resource_of(obj: &Value) -> Option<ApiResource> {
 struct Mirror {
     quotas: BTreeMap<(String, String), QuotaSpec>,
     observed: HashMap<String, Observed>,
-    /// Job id → max runtime and object kind, from submissions (for the ETA and cancel).
-    submitted: HashMap<String, (u64, &'static str)>,
+    /// Job id → max runtime, object kind and team, from submissions (for the ETA, and for a
+    /// cancel before the watch has seen the job's Workload).
+    submitted: HashMap<String, (u64, &'static str, String)>,
     /// Whether the Workload watch has listed once; until then job objects wait in `deferred`
     /// (job id → the latest sighting and whether it was a deletion).
     workloads_listed: bool,
     deferred: HashMap<String, (Value, bool)>,
+    /// Job id → the pool and the changes of its job object's verdict (see
+    /// `watch::verdict_changes`), for its Workload going away before its end was seen.
+    verdicts: HashMap<String, (String, TimedChanges)>,
 }
+
+/// Changes, each at the time the cluster recorded it.
+type TimedChanges = Vec<(DateTime<Utc>, Change)>;
 
 pub struct KubeCluster {
     client: kube::Client,
@@ -362,7 +369,7 @@ impl Cluster for KubeCluster {
         };
         self.mirror()
             .submitted
-            .insert(w.job_id.clone(), (w.max_runtime_s, kind));
+            .insert(w.job_id.clone(), (w.max_runtime_s, kind, w.team.clone()));
         self.apply(&obj, true).await
     }
 
@@ -370,7 +377,9 @@ impl Cluster for KubeCluster {
         let (ns, kinds) = {
             let m = self.mirror();
             let seen = m.observed.get(job_id);
-            let team = seen.map(|o| o.team.clone());
+            let team = seen
+                .map(|o| o.team.clone())
+                .or_else(|| m.submitted.get(job_id).map(|s| s.2.clone()));
             let kind = m.submitted.get(job_id).map(|s| s.1).or_else(|| {
                 seen.map(|o| {
                     if o.owner_kind == "TrainJob" {
@@ -386,7 +395,8 @@ impl Cluster for KubeCluster {
             )
         };
         let Some(ns) = ns else {
-            // Never seen by the watch: nothing in the cluster to delete.
+            // Neither sent by this process nor seen by the watch: nothing known to delete (a
+            // job object sent before a restart and not yet seen is the resender's to delete).
             return Ok(());
         };
         let name = objects::object_name(job_id);

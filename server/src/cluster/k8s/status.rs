@@ -260,6 +260,14 @@ pub fn job_object_outcome(obj: &Value) -> Option<Outcome> {
     })
 }
 
+/// When a JobSet or TrainJob was last let run: its `Suspended` condition turning false
+/// (the JobSet controller resumes it once Kueue admits its Workload; a TrainJob says so too).
+pub fn resumed_at(obj: &Value) -> Option<DateTime<Utc>> {
+    condition(obj, "Suspended")
+        .filter(|c| c["status"] == "False")
+        .and_then(|c| time(&c["lastTransitionTime"]))
+}
+
 /// Reads a Workload owned by a Gantry job; `None` for workloads of other jobs.
 pub fn observe(w: &Value, namespace_prefix: &str) -> Option<Observed> {
     let owner = w["metadata"]["ownerReferences"]

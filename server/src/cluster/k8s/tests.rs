@@ -548,6 +548,29 @@ fn workload_conditions_become_state_changes() {
         change_time(&transitions(Some(&running_since), &again)[0], &again).map(|t| t.to_rfc3339()),
         Some("2026-11-29T11:00:00+00:00".into())
     );
+    // Running again, admitted later than seen (an eviction missed in a watch's gap): the
+    // admission is told, with Kueue's count, so that the run known ends where it says.
+    let mut running_again = wl(json!([
+        cond("Admitted", true, "Admitted", ""),
+        cond("PodsReady", true, "PodsReady", "")
+    ]));
+    running_again["status"]["conditions"][0]["lastTransitionTime"] = json!("2026-11-29T11:00:00Z");
+    running_again["status"]["accumulatedPastExecutionTimeSeconds"] = json!(1800);
+    let running_again = status::observe(&running_again, prefix).unwrap();
+    assert_eq!(
+        transitions(Some(&running_since), &running_again),
+        vec![
+            Change::Admitted {
+                nodes: vec![],
+                past_run_s: Some(1800),
+            },
+            Change::Running
+        ]
+    );
+    assert_eq!(
+        transitions(Some(&running_since), &running_since),
+        Vec::<Change>::new()
+    );
     let same = status::observe(
         &wl(json!([
             cond("Admitted", true, "Admitted", ""),
@@ -599,6 +622,33 @@ fn workload_conditions_become_state_changes() {
             reason: "Rejected by an admission check: The workload is deactivated due to Admission check(s): provisioning-h100, were rejected".into()
         }]
     );
+    // Seen waiting (evicted for its pods not ready in time), then deactivated at its
+    // requeuing limit: it did not run since, so no admission is made up for it (only the
+    // first sighting after a restart cannot know, and counts one at its end).
+    let mut gave_up = wl(json!([
+        cond("QuotaReserved", false, "Pending", ""),
+        cond(
+            "Evicted",
+            true,
+            "DeactivatedDueToRequeuingLimitExceeded",
+            "The workload is deactivated due to exceeding the maximum number of re-queuing retries"
+        ),
+    ]));
+    gave_up["spec"]["active"] = json!(false);
+    let gave_up = status::observe(&gave_up, prefix).unwrap();
+    let waiting = status::observe(
+        &wl(json!([cond("QuotaReserved", false, "Pending", "waiting")])),
+        prefix,
+    )
+    .unwrap();
+    assert_eq!(
+        transitions(Some(&waiting), &gave_up),
+        vec![Change::Failed {
+            reason: "Kueue deactivated its workload (DeactivatedDueToRequeuingLimitExceeded)"
+                .into()
+        }]
+    );
+    assert_eq!(transitions(None, &gave_up).len(), 2, "after a restart");
     let out_of_sync = status::observe(
         &wl(json!([cond("Finished", true, "OutOfSync", "")])),
         prefix,
@@ -769,6 +819,46 @@ async fn cancel_deletes_the_job_object_in_the_foreground() {
     });
     k.cancel(JOB_ID).await.expect("cancelled");
     server.await.unwrap();
+}
+
+/// A cancel right after the launch, before the watch has seen the job's Workload, deletes the
+/// JobSet it sent (in the team's namespace, known from the submission). It deleted nothing:
+/// the JobSet waited up to 10 s for the resender, and could be admitted and start meanwhile.
+#[tokio::test]
+async fn a_cancel_before_the_watch_saw_the_workload_deletes_what_was_sent() {
+    let (k, mut handle) = mock(5);
+    let t = crate::seed::templates()
+        .into_iter()
+        .find(|t| t.name == "llama-3.1-8b-fsdp")
+        .unwrap();
+    let w = workload(&t, 16, "vision");
+    let id = w.job_id.clone();
+    let server = tokio::spawn(async move {
+        let (req, send) = handle.next_request().await.expect("the apply");
+        assert_eq!(req.method(), Method::PATCH);
+        let body = body_json(req).await;
+        respond(send, StatusCode::CREATED, body);
+        let (req, send) = handle.next_request().await.expect("a delete");
+        assert_eq!(req.method(), Method::DELETE);
+        assert_eq!(
+            req.uri().path(),
+            format!(
+                "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-vision/jobsets/{}",
+                objects::object_name(JOB_ID)
+            )
+        );
+        respond(
+            send,
+            StatusCode::OK,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200}),
+        );
+    });
+    k.submit(w).await.expect("applied");
+    k.cancel(&id).await.expect("cancelled");
+    tokio::time::timeout(std::time::Duration::from_secs(5), server)
+        .await
+        .expect("the JobSet was deleted")
+        .unwrap();
 }
 
 #[tokio::test]
@@ -1379,6 +1469,112 @@ fn a_job_object_deleted_in_the_cluster_cancels_its_job() {
                 }
             )
         ]
+    );
+}
+
+/// A job object's verdict, kept while its Workload is there, ends the job when the Workload
+/// goes before its own end was seen: deleted (Kueue's retention after the JobSet ended), or
+/// missing from a list after the watch fell behind. The implied admission is dated by the
+/// JobSet's `Suspended` condition turning false. A job object deleted after its verdict ended
+/// by the verdict, not by the deletion. Before, each of these ended the job as cancelled.
+#[test]
+fn a_workload_gone_before_its_end_was_seen_ends_by_its_job_objects_verdict() {
+    let (rt, k, mut events) = watching();
+    let _guard = rt.enter();
+    let t = crate::seed::templates().remove(0);
+    let with_id = |v: &Value, id: &str| {
+        let mut v = v.clone();
+        v["metadata"]["labels"][objects::JOB_ID_LABEL] = json!(id);
+        v
+    };
+    let workload_of = |id: &str| {
+        let mut w = wl(json!([
+            cond("Admitted", true, "Admitted", ""),
+            cond("PodsReady", true, "PodsReady", "")
+        ]));
+        w["metadata"]["ownerReferences"][0]["name"] = json!(objects::object_name(id));
+        w
+    };
+    let ended = |succeeded: bool| {
+        let mut js = objects::job_object(&settings(), &workload(&t, 8, "nlp"));
+        let state = if succeeded { "Completed" } else { "Failed" };
+        js["status"] = json!({"terminalState": state, "conditions": [
+            {"type": "Suspended", "status": "False", "reason": "ResumeJobs", "lastTransitionTime": "2026-11-29T10:06:00Z"},
+            {"type": state, "status": "True", "lastTransitionTime": "2026-11-29T12:00:00Z"}]});
+        js
+    };
+    let drain =
+        |events: &mut mpsc::UnboundedReceiver<ClusterEvent>| -> Vec<(String, String, Change)> {
+            std::iter::from_fn(|| events.try_recv().ok())
+                .map(|e| (e.job_id, e.at.to_rfc3339(), e.change))
+                .collect()
+        };
+    let verdict = |id: &str, succeeded: bool| {
+        vec![
+            (
+                id.to_string(),
+                "2026-11-29T10:06:00+00:00".to_string(),
+                Change::Admitted {
+                    nodes: vec![],
+                    past_run_s: None,
+                },
+            ),
+            (
+                id.to_string(),
+                "2026-11-29T12:00:00+00:00".to_string(),
+                if succeeded {
+                    Change::Succeeded {
+                        reason: "The JobSet completed".into(),
+                    }
+                } else {
+                    Change::Failed {
+                        reason: "The JobSet failed".into(),
+                    }
+                },
+            ),
+        ]
+    };
+    // 1. Running; its JobSet completes (the Workload speaks for it: nothing yet); then its
+    //    Workload is deleted before its Finished was seen.
+    let (a, b, c) = (
+        "00000000-0000-0000-0000-00000000000a",
+        "00000000-0000-0000-0000-00000000000b",
+        "00000000-0000-0000-0000-00000000000c",
+    );
+    k.observe(&workload_of(a));
+    k.observe_job_object(&with_id(&ended(true), a), false);
+    assert_eq!(
+        drain(&mut events).len(),
+        2,
+        "admitted and running, from the Workload"
+    );
+    k.forget(&workload_of(a));
+    assert_eq!(drain(&mut events), verdict(a, true));
+    // 2. Running; its JobSet failed; its Workload is missing when the watch lists again.
+    k.observe(&workload_of(b));
+    k.observe_job_object(&with_id(&ended(false), b), false);
+    drain(&mut events);
+    k.forget_unlisted(&Default::default());
+    assert_eq!(drain(&mut events), verdict(b, false));
+    // 3. A JobSet that completed, its Workload gone, is deleted: it ended by its verdict.
+    k.observe_job_object(&with_id(&ended(true), c), true);
+    assert_eq!(drain(&mut events), verdict(c, true));
+    // Without a verdict, a deletion still cancels.
+    let mut plain = with_id(
+        &objects::job_object(&settings(), &workload(&t, 8, "nlp")),
+        c,
+    );
+    plain["metadata"]["deletionTimestamp"] = json!("2026-11-29T13:00:00Z");
+    k.observe_job_object(&plain, true);
+    assert_eq!(
+        drain(&mut events),
+        vec![(
+            c.to_string(),
+            "2026-11-29T13:00:00+00:00".to_string(),
+            Change::Cancelled {
+                reason: "Its JobSet was deleted in the cluster".into()
+            }
+        )]
     );
 }
 

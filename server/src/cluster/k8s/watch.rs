@@ -11,6 +11,16 @@ pub fn transitions(prev: Option<&Observed>, next: &Observed) -> Vec<Change> {
             Some(Phase::Admitted { .. } | Phase::Running { .. })
         )
     };
+    // Admitted later than the admission seen before: an eviction and an admission were
+    // missed (the watch listed again after falling behind). Kueue keeps `Admitted` at the
+    // latest admission, on a finished Workload too.
+    let readmitted = held(prev)
+        && prev.is_some_and(|p| {
+            matches!(
+                (p.times.admitted, next.times.admitted),
+                (Some(before), Some(now)) if now > before
+            )
+        });
     match &next.phase {
         // Kueue evicts to preempt (its `Preempted` condition says so) and for reasons of its
         // own (pods not ready in time, a stopped queue, ...): only the first is a preemption.
@@ -28,11 +38,18 @@ pub fn transitions(prev: Option<&Observed>, next: &Observed) -> Vec<Change> {
             },
         }],
         Phase::Pending { .. } => Vec::new(),
-        Phase::Admitted { nodes, .. } if !held(prev) => vec![Change::Admitted {
+        Phase::Admitted { nodes, .. } if !held(prev) || readmitted => vec![Change::Admitted {
             nodes: nodes.clone(),
             past_run_s: Some(next.past_run_s),
         }],
         Phase::Admitted { .. } => Vec::new(),
+        Phase::Running { nodes, .. } if readmitted => vec![
+            Change::Admitted {
+                nodes: nodes.clone(),
+                past_run_s: Some(next.past_run_s),
+            },
+            Change::Running,
+        ],
         Phase::Running { nodes, .. } => match prev.map(|p| &p.phase) {
             Some(Phase::Running { .. }) => Vec::new(),
             Some(Phase::Admitted { .. }) => vec![Change::Running],
@@ -65,14 +82,12 @@ pub fn transitions(prev: Option<&Observed>, next: &Observed) -> Vec<Change> {
                 // ran (an admission check rejected it): it fails from the queue. Kueue keeps
                 // `Admitted` on a finished Workload, at its last admission: one later than the
                 // admission seen before is an eviction and admission missed (a watch that
-                // listed again), which the database repairs from `past_run_s`.
-                let readmitted = prev.is_some_and(|p| {
-                    matches!(
-                        (p.times.admitted, next.times.admitted),
-                        (Some(before), Some(now)) if now > before
-                    )
-                });
-                if (!held(prev) || readmitted) && *ran {
+                // listed again), which the database repairs from `past_run_s`. Seen waiting,
+                // and finished without an admission to read (deactivated from the queue): it
+                // did not run since.
+                let seen_waiting = matches!(prev.map(|p| &p.phase), Some(Phase::Pending { .. }));
+                let undated_after_waiting = seen_waiting && next.times.admitted.is_none();
+                if (!held(prev) || readmitted) && *ran && !undated_after_waiting {
                     out.push(Change::Admitted {
                         nodes: Vec::new(),
                         // Without `Admitted` the change stands at the end (see change_time).
@@ -211,17 +226,26 @@ impl KubeCluster {
             let Some(prev) = m.observed.remove(&id) else {
                 continue;
             };
-            if !matches!(prev.phase, Phase::Finished { .. }) {
-                tracing::warn!(job.id = %id, "its Workload was not in the cluster when the watch listed again; the job ends as cancelled");
-                self.emit(
-                    &prev.pool,
-                    &id,
-                    now,
-                    vec![Change::Cancelled {
-                        reason: "Its workload was gone from the cluster when Gantry listed the workloads again".into(),
-                    }],
-                );
+            let verdict = m.verdicts.remove(&id);
+            if matches!(prev.phase, Phase::Finished { .. }) {
+                continue;
             }
+            // Its job object's verdict, when it has one: finished, then collected by Kueue
+            // in the gap. Else the workload was deleted, and the job with it.
+            if let Some((pool, changes)) = verdict {
+                tracing::warn!(job.id = %id, "its Workload was gone when the watch listed again; the job ends by its job object's verdict");
+                self.emit_timed(&pool, &id, changes);
+                continue;
+            }
+            tracing::warn!(job.id = %id, "its Workload was not in the cluster when the watch listed again; the job ends as cancelled");
+            self.emit(
+                &prev.pool,
+                &id,
+                now,
+                vec![Change::Cancelled {
+                    reason: "Its workload was gone from the cluster when Gantry listed the workloads again".into(),
+                }],
+            );
         }
         drop(m);
     }
@@ -257,15 +281,30 @@ impl KubeCluster {
         }
     }
 
-    /// A Workload deleted in the cluster: a job that had not finished ends as cancelled, at
-    /// its `deletionTimestamp` (else its last recorded change).
+    /// A Workload deleted in the cluster: a job that had not finished ends as its last state
+    /// says when that is finished, else by its job object's verdict when that has one, else
+    /// as cancelled at its `deletionTimestamp` (else its last recorded change).
     pub fn forget(&self, workload: &Value) {
         let Some(gone) = status::observe(workload, &self.settings.namespace_prefix) else {
             return;
         };
         let mut m = self.mirror();
         let prev = m.observed.remove(&gone.job_id);
-        if prev.is_some_and(|p| !matches!(p.phase, Phase::Finished { .. })) {
+        let verdict = m.verdicts.remove(&gone.job_id);
+        let Some(prev) = prev.filter(|p| !matches!(p.phase, Phase::Finished { .. })) else {
+            return;
+        };
+        if matches!(gone.phase, Phase::Finished { .. }) {
+            // Its last state says it finished: that, as if seen before the deletion.
+            let timed = transitions(Some(&prev), &gone)
+                .into_iter()
+                .filter_map(|c| change_time(&c, &gone).map(|at| (at, c)))
+                .collect();
+            self.emit_timed(&gone.pool, &gone.job_id, timed);
+        } else if let Some((pool, changes)) = verdict {
+            // Its job object ended first (the Workload's own end not seen yet).
+            self.emit_timed(&pool, &gone.job_id, changes);
+        } else {
             let Some(at) = status::deleted_at(workload) else {
                 tracing::error!(job.id = %gone.job_id, "a deleted Workload without a deletion or condition time; the cancel is not recorded");
                 return;
@@ -333,6 +372,17 @@ impl KubeCluster {
                                 counted = true;
                                 me.jobs_listed.fetch_add(1, Ordering::SeqCst);
                             }
+                            // Not served (its CRD is not installed: Kubeflow Trainer is
+                            // optional) or not allowed: nothing of this kind can be sent or
+                            // seen, so the comparison does not wait for its list. The watch
+                            // keeps trying, and a later list is taken in as it comes.
+                            Err(watcher::Error::InitialListFailed(kube::Error::Api(st)))
+                                if !counted && (st.code == 404 || st.code == 403) =>
+                            {
+                                counted = true;
+                                me.jobs_listed.fetch_add(1, Ordering::SeqCst);
+                                tracing::error!(kind = %ar.kind, code = st.code, "the cluster does not serve or allow Gantry's job objects of this kind; templates of this kind cannot run here (the watch keeps trying)");
+                            }
                             Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => {
                                 if let Ok(v) = serde_json::to_value(&o) {
                                     me.observe_job_object(&v, false);
@@ -383,7 +433,7 @@ impl KubeCluster {
             m.deferred.insert(job_id, (obj.clone(), deleted));
             return;
         }
-        self.job_object_changes(&m, &job_id, obj, deleted);
+        self.job_object_changes(&mut m, &job_id, obj, deleted);
         drop(m);
     }
 
@@ -393,79 +443,92 @@ impl KubeCluster {
         let mut m = self.mirror();
         m.workloads_listed = true;
         for (job_id, (obj, deleted)) in std::mem::take(&mut m.deferred) {
-            self.job_object_changes(&m, &job_id, &obj, deleted);
+            self.job_object_changes(&mut m, &job_id, &obj, deleted);
         }
         drop(m);
     }
 
-    /// Reports what a job object says that its Workload does not: its deletion, or its own
-    /// verdict when the mirror holds no Workload of the job.
-    fn job_object_changes(&self, m: &Mirror, job_id: &str, obj: &Value, deleted: bool) {
+    /// Reports what a job object says that its Workload does not: its own verdict when the
+    /// mirror holds no Workload of the job, or its deletion. A verdict is kept in the mirror
+    /// too, for the job's Workload going away unfinished (see [`KubeCluster::forget`]). A
+    /// deleted object that had a verdict ended by it, not by the deletion.
+    fn job_object_changes(&self, m: &mut Mirror, job_id: &str, obj: &Value, deleted: bool) {
         let pool = obj["metadata"]["labels"]["gantry.dev/pool"]
             .as_str()
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .to_string();
+        let verdict = verdict_changes(job_id, obj);
+        if let Some(v) = &verdict {
+            m.verdicts
+                .insert(job_id.to_string(), (pool.clone(), v.clone()));
+        }
         let seen = m.observed.get(job_id);
         if seen.is_some_and(|o| matches!(o.phase, Phase::Finished { .. })) {
             return;
         }
-        let kind = obj["kind"].as_str().unwrap_or("JobSet");
-        let change = if deleted {
-            Some((
-                vec![Change::Cancelled {
-                    reason: format!("Its {kind} was deleted in the cluster"),
-                }],
-                None,
-            ))
-        } else if seen.is_some() {
-            None // the Workload speaks for it
-        } else {
-            status::job_object_outcome(obj).map(|o| {
-                let said = if o.message.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", o.message)
+        let changes = match verdict {
+            // The Workload speaks for it while there is one.
+            Some(_) if seen.is_some() => return,
+            Some(v) => v,
+            None if deleted => {
+                let kind = obj["kind"].as_str().unwrap_or("JobSet");
+                let Some(at) = status::deleted_at(obj) else {
+                    tracing::error!(job.id = %job_id, %kind, "a deleted job object without a deletion or condition time; the cancel is not recorded");
+                    return;
                 };
-                let verdict = if o.succeeded {
-                    Change::Succeeded {
-                        reason: format!("The {kind} completed{said}"),
-                    }
-                } else {
-                    Change::Failed {
-                        reason: format!("The {kind} failed{said}"),
-                    }
-                };
-                // A job object under Kueue is created suspended: one that ended was admitted
-                // first. Its Workload, which said when, is gone (Kueue deletes finished ones
-                // under its retention policy), so the admission counts from the end, as a
-                // finished Workload without its `Admitted` does: nothing is made up. A job
-                // the database holds as admitted keeps its own admission (this one does not
-                // fit it and is refused).
-                (
-                    vec![
-                        Change::Admitted {
-                            nodes: Vec::new(),
-                            past_run_s: None,
-                        },
-                        verdict,
-                    ],
-                    o.at,
-                )
-            })
-        };
-        let Some((changes, outcome_at)) = change else {
-            return;
-        };
-        // The object's own times: its deletion, or the condition that gave the verdict.
-        let at = if deleted {
-            status::deleted_at(obj)
-        } else {
-            outcome_at.or_else(|| status::deleted_at(obj))
-        };
-        match at {
-            Some(at) => self.emit(pool, job_id, at, changes),
-            None => {
-                tracing::error!(job.id = %job_id, %kind, ?changes, "the job object does not say when this happened; the change is not recorded")
+                vec![(
+                    at,
+                    Change::Cancelled {
+                        reason: format!("Its {kind} was deleted in the cluster"),
+                    },
+                )]
             }
+            None => return,
+        };
+        if deleted {
+            m.verdicts.remove(job_id);
         }
+        self.emit_timed(&pool, job_id, changes);
     }
+}
+
+/// A job object's own verdict, when it has one, as the changes it makes, each at its time:
+/// the admission it implies (a job object under Kueue is created suspended, so one that
+/// ended was admitted first), then its end. The admission is dated by its `Suspended`
+/// condition turning false (the JobSet controller resumed it once Kueue admitted it), else
+/// it stands at the end: nothing is made up. Either way it is undated for Kueue's purposes
+/// (`past_run_s: None`): a job the database holds as admitted keeps its own admission.
+fn verdict_changes(job_id: &str, obj: &Value) -> Option<TimedChanges> {
+    let o = status::job_object_outcome(obj)?;
+    let kind = obj["kind"].as_str().unwrap_or("JobSet");
+    // The condition that gave the verdict, else the object's own latest time.
+    let Some(at) = o.at.or_else(|| status::deleted_at(obj)) else {
+        tracing::error!(job.id = %job_id, %kind, "the job object does not say when it ended; its end is not recorded");
+        return None;
+    };
+    let said = if o.message.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", o.message)
+    };
+    let verdict = if o.succeeded {
+        Change::Succeeded {
+            reason: format!("The {kind} completed{said}"),
+        }
+    } else {
+        Change::Failed {
+            reason: format!("The {kind} failed{said}"),
+        }
+    };
+    let resumed = status::resumed_at(obj).filter(|r| *r <= at).unwrap_or(at);
+    Some(vec![
+        (
+            resumed,
+            Change::Admitted {
+                nodes: Vec::new(),
+                past_run_s: None,
+            },
+        ),
+        (at, verdict),
+    ])
 }
