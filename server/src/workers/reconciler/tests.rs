@@ -525,3 +525,90 @@ async fn a_run_evicted_and_admitted_again_while_nobody_watched_is_two_runs() {
     );
     f.stop().await;
 }
+
+/// What the event writer makes of an admission for a job the database holds as admitted: the
+/// same admission seen again (a restart's list) and an undated one (the admission a job
+/// object's verdict implies) are held, quietly, and nothing moves; an earlier one does not
+/// fit and is refused (a comparison follows). A later one is a missed eviction (the kube flow
+/// test `a_run_preempted_readmitted_and_finished_while_gantry_was_down_is_two_runs`). The end
+/// of a run admitted at that same instant says its run time is not recorded; an end after a
+/// dated admission says nothing of the kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admissions_already_held_are_quiet_and_undated_runs_say_so() {
+    use super::{apply, Outcome};
+    use crate::cluster::{Change, ClusterEvent};
+    let db = TestDb::sqlite();
+    let f = Fixture::start_with(&db, ONLY_WHEN_ASKED).await;
+    let params = serde_json::Map::new();
+    let ev = |id: &str, at, change| ClusterEvent {
+        seq: 0,
+        job_id: id.to_string(),
+        pool: "hgx-h100".into(),
+        at,
+        change,
+    };
+    let admitted = |past_run_s| Change::Admitted {
+        nodes: vec![],
+        past_run_s,
+    };
+    let held = store(&f, &params, "held").await;
+    drift(&f, &held, JobState::Queued, JobState::Admitted, &[]).await;
+    let since = f.db.get_job(&held).await.unwrap().admitted_at.unwrap();
+    let hour = chrono::Duration::hours(1);
+    for (at, past, what) in [
+        (since, Some(0), "the same admission"),
+        (since + hour, None, "an undated one"),
+    ] {
+        let out = apply(&f.db, &ev(&held, at, admitted(past))).await.unwrap();
+        assert!(matches!(out, Outcome::AlreadyHeld), "{what}");
+    }
+    let out = apply(&f.db, &ev(&held, since - hour, admitted(Some(0))))
+        .await
+        .unwrap();
+    assert!(matches!(out, Outcome::Refused), "an earlier admission");
+    let runs = f.db.job_intervals(&held).await.unwrap();
+    assert_eq!(
+        runs.iter().map(|r| (r.1, r.2)).collect::<Vec<_>>(),
+        vec![(since, None)],
+        "the run it knew of stands"
+    );
+
+    // Undated: admitted at its end. Dated: admitted an hour before it.
+    let t = since + hour;
+    let undated = store(&f, &params, "undated").await;
+    let dated = store(&f, &params, "dated").await;
+    for (id, admitted_at) in [(&undated, t), (&dated, t - hour)] {
+        let out = apply(&f.db, &ev(id, admitted_at, admitted(None)))
+            .await
+            .unwrap();
+        assert!(matches!(out, Outcome::Moved(_)));
+        let end = Change::Succeeded {
+            reason: "The JobSet completed".into(),
+        };
+        let out = apply(&f.db, &ev(id, t, end)).await.unwrap();
+        assert!(matches!(out, Outcome::Moved(_)));
+    }
+    let said = |id: &String| {
+        let f = &f;
+        let id = id.clone();
+        async move {
+            f.db.events_for(&[id.as_str()]).await.unwrap()[&id]
+                .iter()
+                .map(|e| e.reason.clone())
+                .collect::<Vec<_>>()
+                .join(" | ")
+        }
+    };
+    let undated_said = said(&undated).await;
+    assert!(
+        undated_said.contains("its run time is not recorded"),
+        "{undated_said}"
+    );
+    let dated_said = said(&dated).await;
+    assert!(!dated_said.contains("not recorded"), "{dated_said}");
+    // Any later event for an ended job is its history: quiet, nothing moves.
+    let out = apply(&f.db, &ev(&dated, t + hour, admitted(Some(0))))
+        .await
+        .unwrap();
+    assert!(matches!(out, Outcome::AlreadyEnded));
+}
