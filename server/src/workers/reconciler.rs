@@ -341,6 +341,66 @@ async fn readmission_moves<'a>(
     Ok(moves)
 }
 
+/// The repair of a queued job the cluster holds as admitted at `at`, whose count of earlier
+/// admitted seconds (`past_run_s`, Kueue's accumulatedPastExecutionTimeSeconds) exceeds the
+/// runs the database closed: it was admitted and evicted while Gantry was not watching, at
+/// times the cluster no longer records. That run is recorded for its length, placed just
+/// before this admission (the total is right, the place is not known), its events saying so.
+/// No moves when the count covers what the database has.
+async fn missed_run_moves<'a>(
+    db: &Db,
+    row: &'a crate::db::JobRow,
+    at: chrono::DateTime<chrono::Utc>,
+    past_run_s: i64,
+) -> Result<Vec<(Transition<'a>, String)>, crate::db::DbError> {
+    use JobState::*;
+    if past_run_s <= 0 {
+        return Ok(Vec::new());
+    }
+    let closed: Vec<i64> = db
+        .job_intervals(&row.id)
+        .await?
+        .into_iter()
+        .filter_map(|(_, start, end, _)| end.map(|e| (e - start).num_milliseconds()))
+        .collect();
+    let missed_s = past_run_s - closed.iter().sum::<i64>() / 1000;
+    // Kueue counts each run from its `Admitted` time, kept to the second, to the moment it
+    // saw the eviction: a second or two more per run than the database's own times. Less
+    // than that is rounding, not a run.
+    let slack_s = 2 * (closed.len() as i64 + 1);
+    if missed_s <= slack_s {
+        return Ok(Vec::new());
+    }
+    let length = app::format::duration(missed_s);
+    let start = at - chrono::TimeDelta::seconds(missed_s);
+    Ok(vec![
+        (
+            Transition {
+                job_id: &row.id,
+                from: &[Queued],
+                to: Admitted,
+                at: start,
+                reason: "",
+                node_names: Some(&[]),
+                kind: None,
+            },
+            format!("Corrected from the cluster: admitted while Gantry was not watching, for {length} by Kueue's count of its admitted time; when is not recorded, so the run is placed just before its next admission"),
+        ),
+        (
+            Transition {
+                job_id: &row.id,
+                from: &[Admitted],
+                to: Queued,
+                at,
+                reason: "",
+                node_names: Some(&[]),
+                kind: Some("evicted"),
+            },
+            "Corrected from the cluster: evicted while Gantry was not watching, at a time the cluster does not record".to_string(),
+        ),
+    ])
+}
+
 /// Compares every active job in the database with `held`, the cluster's own list at a
 /// moment whose events are all written, and repairs the database where they differ (the
 /// cluster is the truth), each repair with an event saying so. Queued jobs the cluster
@@ -367,9 +427,13 @@ pub async fn correct_from_cluster(
             (
                 Queued,
                 Some(WorkloadPhase::Admitted {
-                    at, nodes, running, ..
+                    at,
+                    nodes,
+                    running,
+                    past_run_s,
                 }),
             ) => {
+                moves.extend(missed_run_moves(db, &row, *at, *past_run_s).await?);
                 moves.extend(admission_moves(
                     &row.id,
                     (*at, nodes, *running),
@@ -660,12 +724,44 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Outcome, crate::db::DbError
                 (&[Admitted, Running], Queued, reason.clone(), Some(none))
             }
         };
+    let mut at = ev.at;
+    match &ev.change {
+        // Admitted with a count of earlier admitted time the database never saw.
+        Change::Admitted {
+            past_run_s: Some(past),
+            ..
+        } if *past > 0 => {
+            if let Ok(row) = db.get_job(&ev.job_id).await {
+                if row.state == Queued {
+                    for (t, reason) in missed_run_moves(db, &row, ev.at, *past).await? {
+                        let t = Transition {
+                            reason: &reason,
+                            ..t
+                        };
+                        if !db.transition(&t).await? {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        // An undated admission (a job object's resume, which may be left from an earlier
+        // run) is never before the last run the database closed.
+        Change::Admitted {
+            past_run_s: None, ..
+        } => {
+            if let Some((_, Some(end))) = db.last_interval(&ev.job_id).await? {
+                at = at.max(end);
+            }
+        }
+        _ => {}
+    }
     let applied = db
         .transition(&Transition {
             job_id: &ev.job_id,
             from,
             to,
-            at: ev.at,
+            at,
             reason: &reason,
             node_names: nodes,
             kind,

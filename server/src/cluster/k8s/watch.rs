@@ -82,12 +82,12 @@ pub fn transitions(prev: Option<&Observed>, next: &Observed) -> Vec<Change> {
                 // ran (an admission check rejected it): it fails from the queue. Kueue keeps
                 // `Admitted` on a finished Workload, at its last admission: one later than the
                 // admission seen before is an eviction and admission missed (a watch that
-                // listed again), which the database repairs from `past_run_s`. Seen waiting,
-                // and finished without an admission to read (deactivated from the queue): it
-                // did not run since.
-                let seen_waiting = matches!(prev.map(|p| &p.phase), Some(Phase::Pending { .. }));
-                let undated_after_waiting = seen_waiting && next.times.admitted.is_none();
-                if (!held(prev) || readmitted) && *ran && !undated_after_waiting {
+                // listed again), which the database repairs from `past_run_s`. Without an
+                // admission to read, a success still ran (its admission stands at the end),
+                // while a failure may never have (deactivated from the queue at its requeuing
+                // limit): it fails from the queue, and no run is made up for it.
+                let dated = next.times.admitted.is_some();
+                if (!held(prev) || readmitted) && *ran && (dated || *succeeded) {
                     out.push(Change::Admitted {
                         nodes: Vec::new(),
                         // Without `Admitted` the change stands at the end (see change_time).
@@ -111,7 +111,11 @@ pub(super) fn change_time(change: &Change, o: &Observed) -> Option<DateTime<Utc>
         // Admitted and finished while Gantry was away: no `Admitted` left to read, so the
         // run counts from the end (nothing is made up).
         Change::Admitted { .. } => o.times.admitted.or(o.times.finished),
-        Change::Running => o.times.running,
+        // Not before its admission (a `PodsReady` left from an earlier run).
+        Change::Running => o
+            .times
+            .running
+            .map(|r| o.times.admitted.map_or(r, |a| r.max(a))),
         Change::Succeeded { .. } | Change::Failed { .. } => o.times.finished,
         Change::Preempted { .. } | Change::Evicted { .. } => {
             o.times.evicted.or(o.times.last_change)
@@ -493,11 +497,12 @@ impl KubeCluster {
 }
 
 /// A job object's own verdict, when it has one, as the changes it makes, each at its time:
-/// the admission it implies (a job object under Kueue is created suspended, so one that
-/// ended was admitted first), then its end. The admission is dated by its `Suspended`
-/// condition turning false (the JobSet controller resumed it once Kueue admitted it), else
-/// it stands at the end: nothing is made up. Either way it is undated for Kueue's purposes
-/// (`past_run_s: None`): a job the database holds as admitted keeps its own admission.
+/// the admission it implies (a job object under Kueue is created suspended, so one that ran
+/// was admitted first), then its end. The admission is dated by its `Suspended` condition
+/// turning false (the JobSet controller resumed it once Kueue admitted it); else a success
+/// has it at the end (nothing is made up) and a failure has none (it may have failed from
+/// the queue). Either way it is undated for Kueue's purposes (`past_run_s: None`): a job the
+/// database holds as admitted keeps its own admission.
 fn verdict_changes(job_id: &str, obj: &Value) -> Option<TimedChanges> {
     let o = status::job_object_outcome(obj)?;
     let kind = obj["kind"].as_str().unwrap_or("JobSet");
@@ -520,15 +525,21 @@ fn verdict_changes(job_id: &str, obj: &Value) -> Option<TimedChanges> {
             reason: format!("The {kind} failed{said}"),
         }
     };
-    let resumed = status::resumed_at(obj).filter(|r| *r <= at).unwrap_or(at);
-    Some(vec![
-        (
-            resumed,
+    let admitted = match status::resumed_at(obj).filter(|r| *r <= at) {
+        Some(resumed) => Some(resumed),
+        // A success ran; a failure without a resume may not have (it fails from the queue).
+        None => o.succeeded.then_some(at),
+    };
+    let mut out = Vec::new();
+    if let Some(a) = admitted {
+        out.push((
+            a,
             Change::Admitted {
                 nodes: Vec::new(),
                 past_run_s: None,
             },
-        ),
-        (at, verdict),
-    ])
+        ));
+    }
+    out.push((at, verdict));
+    Some(out)
 }

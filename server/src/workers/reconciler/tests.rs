@@ -612,3 +612,102 @@ async fn admissions_already_held_are_quiet_and_undated_runs_say_so() {
         .unwrap();
     assert!(matches!(out, Outcome::AlreadyEnded));
 }
+
+/// A queued job the cluster reports admitted with Kueue's count of earlier admitted time that
+/// the database never saw: it was admitted and evicted while Gantry was not watching. That
+/// run is recorded for its length (placed just before the admission, which the events say),
+/// by the event writer and by the comparison alike; a count within rounding of what the
+/// database has is no run. And an undated admission is never placed before the end of the
+/// last run the database closed. Before, the missed run was not billed at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_missed_while_queued_is_billed_for_kueues_count() {
+    use super::{apply, Outcome};
+    use crate::cluster::{Change, ClusterEvent};
+    let db = TestDb::sqlite();
+    let f = Fixture::start_with(&db, ONLY_WHEN_ASKED).await;
+    let params = serde_json::Map::new();
+    let t = chrono::DateTime::from_timestamp_millis(f.cluster.now().timestamp_millis()).unwrap();
+    let minutes = chrono::Duration::minutes;
+    let admitted_at = |at, past_run_s, id: &str| ClusterEvent {
+        seq: 0,
+        job_id: id.to_string(),
+        pool: "hgx-h100".into(),
+        at,
+        change: Change::Admitted {
+            nodes: vec![],
+            past_run_s,
+        },
+    };
+    let runs = |id: String| {
+        let db = f.db.clone();
+        async move {
+            db.job_intervals(&id)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| (r.1, r.2))
+                .collect::<Vec<_>>()
+        }
+    };
+    // By the event writer: 10 min counted, none closed.
+    let a = store(&f, &params, "missed-by-event").await;
+    let out = apply(&f.db, &admitted_at(t, Some(600), &a)).await.unwrap();
+    assert!(matches!(out, Outcome::Moved(_)));
+    assert_eq!(
+        runs(a.clone()).await,
+        vec![(t - minutes(10), Some(t)), (t, None)]
+    );
+    let said = event_saying(&f, &a, "for 10 min by Kueue's count").await;
+    assert!(said.contains("when is not recorded"), "{said}");
+    // By the comparison: the same.
+    let b = store(&f, &params, "missed-by-comparison").await;
+    let held = vec![(
+        b.clone(),
+        WorkloadPhase::Admitted {
+            at: t,
+            nodes: vec![],
+            running: false,
+            past_run_s: 600,
+        },
+    )];
+    super::correct_from_cluster(&f.db, &*f.cluster, &held)
+        .await
+        .unwrap();
+    assert_eq!(
+        runs(b.clone()).await,
+        vec![(t - minutes(10), Some(t)), (t, None)]
+    );
+    // Within rounding (2 s for a job with no closed run): no run made of it.
+    let c = store(&f, &params, "rounding").await;
+    apply(&f.db, &admitted_at(t, Some(2), &c)).await.unwrap();
+    assert_eq!(runs(c).await, vec![(t, None)]);
+
+    // A run closed at t; an undated admission said to be at t - 5 min comes after it.
+    let d = store(&f, &params, "undated-after-a-run").await;
+    for (from, to, at) in [
+        (JobState::Queued, JobState::Admitted, t - minutes(20)),
+        (JobState::Admitted, JobState::Queued, t),
+    ] {
+        assert!(f
+            .db
+            .transition(&Transition {
+                job_id: &d,
+                from: &[from],
+                to,
+                at,
+                reason: "test: seen",
+                node_names: Some(&[]),
+                kind: None,
+            })
+            .await
+            .unwrap());
+    }
+    apply(&f.db, &admitted_at(t - minutes(5), None, &d))
+        .await
+        .unwrap();
+    assert_eq!(
+        runs(d).await,
+        vec![(t - minutes(20), Some(t)), (t, None)],
+        "never overlapping the run it knew of"
+    );
+}
