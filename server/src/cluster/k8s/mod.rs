@@ -119,7 +119,8 @@ struct Mirror {
     workloads_listed: bool,
     deferred: HashMap<String, (Value, bool)>,
     /// Job id → the pool and the changes of its job object's verdict (see
-    /// `watch::verdict_changes`), for its Workload going away before its end was seen.
+    /// `watch::verdict_changes`), for its Workload going away before its end was seen: only
+    /// while that Workload is in the mirror, unfinished.
     verdicts: HashMap<String, (String, TimedChanges)>,
 }
 

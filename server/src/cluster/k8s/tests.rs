@@ -1584,6 +1584,20 @@ fn a_workload_gone_before_its_end_was_seen_ends_by_its_job_objects_verdict() {
             }
         )]
     );
+    // A verdict is kept only while its Workload is there unfinished: none is left now, and
+    // one kept goes when its Workload finishes.
+    assert!(k.mirror().verdicts.is_empty());
+    let d = "00000000-0000-0000-0000-00000000000d";
+    k.observe(&workload_of(d));
+    k.observe_job_object(&with_id(&ended(true), d), false);
+    assert_eq!(k.mirror().verdicts.len(), 1);
+    let mut finished = workload_of(d);
+    finished["status"]["conditions"] = json!([
+        cond("Admitted", true, "Admitted", ""),
+        cond("Finished", true, "Succeeded", "Job finished successfully")
+    ]);
+    k.observe(&finished);
+    assert!(k.mirror().verdicts.is_empty());
 }
 
 /// A job object seen before the Workload watch's first list waits for it: whether its

@@ -198,6 +198,9 @@ impl KubeCluster {
         let job_id = next.job_id.clone();
         let mut m = self.mirror();
         let prev = m.observed.insert(next.job_id.clone(), next.clone());
+        if matches!(next.phase, Phase::Finished { .. }) {
+            m.verdicts.remove(&next.job_id);
+        }
         let mut timed = Vec::new();
         for change in transitions(prev.as_ref(), &next) {
             match change_time(&change, &next) {
@@ -462,13 +465,15 @@ impl KubeCluster {
             .unwrap_or_default()
             .to_string();
         let verdict = verdict_changes(job_id, obj);
-        if let Some(v) = &verdict {
-            m.verdicts
-                .insert(job_id.to_string(), (pool.clone(), v.clone()));
-        }
         let seen = m.observed.get(job_id);
         if seen.is_some_and(|o| matches!(o.phase, Phase::Finished { .. })) {
             return;
+        }
+        // Kept only while it may be needed: its Workload is there and has not finished (the
+        // Workload finishing or going takes it out; see `observe`, `forget`).
+        if let (Some(v), Some(_)) = (&verdict, seen) {
+            m.verdicts
+                .insert(job_id.to_string(), (pool.clone(), v.clone()));
         }
         let changes = match verdict {
             // The Workload speaks for it while there is one.
@@ -489,9 +494,6 @@ impl KubeCluster {
             }
             None => return,
         };
-        if deleted {
-            m.verdicts.remove(job_id);
-        }
         self.emit_timed(&pool, job_id, changes);
     }
 }
