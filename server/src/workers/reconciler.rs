@@ -372,7 +372,15 @@ async fn missed_run_moves<'a>(
         return Ok(Vec::new());
     }
     let length = app::format::duration(missed_s);
-    let start = at - chrono::TimeDelta::seconds(missed_s);
+    // Never before what the database already has: the job's creation, the runs it closed.
+    let floor = db
+        .last_interval(&row.id)
+        .await?
+        .and_then(|(_, end)| end)
+        .map_or(row.created_at, |end| end.max(row.created_at));
+    let start = (at - chrono::TimeDelta::seconds(missed_s))
+        .max(floor)
+        .min(at);
     Ok(vec![
         (
             Transition {
@@ -652,7 +660,7 @@ async fn unrecorded_run(db: &Db, ev: &ClusterEvent) -> Result<String, crate::db:
         Err(e) => return Err(e),
     };
     Ok(
-        if admitted_at.map(crate::db::ms) == Some(crate::db::ms(ev.at)) {
+        if admitted_at.is_some_and(|a| crate::db::ms(a) >= crate::db::ms(ev.at)) {
             " (it was admitted while Gantry was not watching, and the cluster no longer says when: its run time is not recorded, and it bills no GPU-hours)".to_string()
         } else {
             String::new()
@@ -731,7 +739,12 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Outcome, crate::db::DbError
             past_run_s: Some(past),
             ..
         } if *past > 0 => {
-            if let Ok(row) = db.get_job(&ev.job_id).await {
+            let row = match db.get_job(&ev.job_id).await {
+                Ok(row) => Some(row),
+                Err(crate::db::DbError::NotFound) => None,
+                Err(e) => return Err(e),
+            };
+            if let Some(row) = row {
                 if row.state == Queued {
                     for (t, reason) in missed_run_moves(db, &row, ev.at, *past).await? {
                         let t = Transition {

@@ -260,6 +260,22 @@ pub fn job_object_outcome(obj: &Value) -> Option<Outcome> {
     })
 }
 
+/// When the last eviction ended the run. Kueue sets `Evicted`, stops the job, and once its
+/// pods are gone releases the quota: `QuotaReserved` and `Admitted` turn false, and the run is
+/// added to `accumulatedPastExecutionTimeSeconds` up to then. The GPUs were held until the
+/// release, and Kueue counts the run to it, so the release is when the run ended; the
+/// `Evicted` time while the quota is not released yet (or no release is recorded after it).
+fn evicted_at(w: &Value) -> Option<DateTime<Utc>> {
+    let evicted = condition(w, "Evicted").and_then(|c| time(&c["lastTransitionTime"]))?;
+    let released = ["Admitted", "QuotaReserved"]
+        .into_iter()
+        .filter_map(|k| condition(w, k))
+        .filter(|c| c["status"] == "False")
+        .filter_map(|c| time(&c["lastTransitionTime"]))
+        .max();
+    Some(released.map_or(evicted, |r| r.max(evicted)))
+}
+
 /// When a JobSet or TrainJob was last let run: its `Suspended` condition turning false
 /// (the JobSet controller resumes it once Kueue admits its Workload; a TrainJob says so too).
 pub fn resumed_at(obj: &Value) -> Option<DateTime<Utc>> {
@@ -394,8 +410,7 @@ pub fn observe(w: &Value, namespace_prefix: &str) -> Option<Observed> {
                     .or_else(|| last_change(w))
             })
             .flatten(),
-        evicted: true_since(w, "Evicted")
-            .or_else(|| condition(w, "Evicted").and_then(|c| time(&c["lastTransitionTime"]))),
+        evicted: evicted_at(w),
         last_change: last_change(w),
     };
     if matches!(phase, Phase::Finished { .. }) && times.finished.is_none() {

@@ -567,6 +567,32 @@ fn workload_conditions_become_state_changes() {
             Change::Running
         ]
     );
+    // Evicted at 10:30, its pods gone and its quota released at 10:31 (Admitted and
+    // QuotaReserved false): the run ended at the release, as Kueue counts it.
+    let mut released = wl(json!([
+        cond("Admitted", false, "NoReservation", ""),
+        cond("QuotaReserved", false, "Pending", ""),
+        cond(
+            "Evicted",
+            true,
+            "Preempted",
+            "Preempted to accommodate a workload"
+        ),
+        cond("Preempted", true, "InClusterQueue", "")
+    ]));
+    released["status"]["conditions"][0]["lastTransitionTime"] = json!("2026-11-29T10:31:00Z");
+    released["status"]["conditions"][1]["lastTransitionTime"] = json!("2026-11-29T10:31:00Z");
+    released["status"]["conditions"][2]["lastTransitionTime"] = json!("2026-11-29T10:30:00Z");
+    let released = status::observe(&released, prefix).unwrap();
+    let preempted = transitions(Some(&running_since), &released);
+    assert!(
+        matches!(preempted[..], [Change::Preempted { .. }]),
+        "{preempted:?}"
+    );
+    assert_eq!(
+        change_time(&preempted[0], &released).map(|t| t.to_rfc3339()),
+        Some("2026-11-29T10:31:00+00:00".into())
+    );
     assert_eq!(
         change_time(&Change::Running, &running_again).map(|t| t.to_rfc3339()),
         Some("2026-11-29T11:00:00+00:00".into()),

@@ -626,7 +626,9 @@ async fn a_run_missed_while_queued_is_billed_for_kueues_count() {
     let db = TestDb::sqlite();
     let f = Fixture::start_with(&db, ONLY_WHEN_ASKED).await;
     let params = serde_json::Map::new();
-    let t = chrono::DateTime::from_timestamp_millis(f.cluster.now().timestamp_millis()).unwrap();
+    // An hour after the jobs are stored (the missed run comes after their creation).
+    let t = chrono::DateTime::from_timestamp_millis(f.cluster.now().timestamp_millis()).unwrap()
+        + chrono::Duration::hours(1);
     let minutes = chrono::Duration::minutes;
     let admitted_at = |at, past_run_s, id: &str| ClusterEvent {
         seq: 0,
@@ -681,6 +683,13 @@ async fn a_run_missed_while_queued_is_billed_for_kueues_count() {
     let c = store(&f, &params, "rounding").await;
     apply(&f.db, &admitted_at(t, Some(2), &c)).await.unwrap();
     assert_eq!(runs(c).await, vec![(t, None)]);
+    // A count longer than the job has existed: the run starts no earlier than its creation.
+    let e = store(&f, &params, "longer-than-its-life").await;
+    let created = f.db.get_job(&e).await.unwrap().created_at;
+    apply(&f.db, &admitted_at(t, Some(3 * 3600), &e))
+        .await
+        .unwrap();
+    assert_eq!(runs(e).await, vec![(created, Some(t)), (t, None)]);
 
     // A run closed at t; an undated admission said to be at t - 5 min comes after it.
     let d = store(&f, &params, "undated-after-a-run").await;
