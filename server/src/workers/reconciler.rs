@@ -371,7 +371,6 @@ async fn missed_run_moves<'a>(
     if missed_s <= slack_s {
         return Ok(Vec::new());
     }
-    let length = app::format::duration(missed_s);
     // Never before what the database already has: the job's creation, the runs it closed.
     let floor = db
         .last_interval(&row.id)
@@ -381,6 +380,19 @@ async fn missed_run_moves<'a>(
     let start = (at - chrono::TimeDelta::seconds(missed_s))
         .max(floor)
         .min(at);
+    let fits_s = (at - start).num_seconds();
+    if fits_s <= slack_s {
+        return Ok(Vec::new());
+    }
+    let length = if fits_s < missed_s {
+        format!(
+            "{} (of {} by Kueue's count: what fits after what Gantry recorded)",
+            app::format::duration(fits_s),
+            app::format::duration(missed_s)
+        )
+    } else {
+        format!("{} by Kueue's count", app::format::duration(missed_s))
+    };
     Ok(vec![
         (
             Transition {
@@ -392,7 +404,7 @@ async fn missed_run_moves<'a>(
                 node_names: Some(&[]),
                 kind: None,
             },
-            format!("Corrected from the cluster: admitted while Gantry was not watching, for {length} by Kueue's count of its admitted time; when is not recorded, so the run is placed just before its next admission"),
+            format!("Corrected from the cluster: admitted while Gantry was not watching, for {length}; when is not recorded, so the run is placed just before its next admission"),
         ),
         (
             Transition {

@@ -267,13 +267,18 @@ pub fn job_object_outcome(obj: &Value) -> Option<Outcome> {
 /// `Evicted` time while the quota is not released yet (or no release is recorded after it).
 fn evicted_at(w: &Value) -> Option<DateTime<Utc>> {
     let evicted = condition(w, "Evicted").and_then(|c| time(&c["lastTransitionTime"]))?;
-    let released = ["Admitted", "QuotaReserved"]
-        .into_iter()
-        .filter_map(|k| condition(w, k))
-        .filter(|c| c["status"] == "False")
-        .filter_map(|c| time(&c["lastTransitionTime"]))
-        .max();
-    Some(released.map_or(evicted, |r| r.max(evicted)))
+    // Kueue counts a run to the moment `Admitted` turns false, and that time stays while it
+    // is false (a later reservation released without an admission moves only
+    // `QuotaReserved`); `QuotaReserved` only where there is no `Admitted` condition.
+    let released = match condition(w, "Admitted") {
+        Some(a) => (a["status"] == "False")
+            .then(|| time(&a["lastTransitionTime"]))
+            .flatten(),
+        None => condition(w, "QuotaReserved")
+            .filter(|c| c["status"] == "False")
+            .and_then(|c| time(&c["lastTransitionTime"])),
+    };
+    Some(released.unwrap_or(evicted))
 }
 
 /// When a JobSet or TrainJob was last let run: its `Suspended` condition turning false
@@ -405,7 +410,10 @@ pub fn observe(w: &Value, namespace_prefix: &str) -> Option<Observed> {
         finished: matches!(phase, Phase::Finished { .. })
             .then(|| {
                 true_since(w, "Finished")
-                    .or_else(|| true_since(w, "Evicted"))
+                    // At the quota's release when it ran to a deactivation, else when evicted.
+                    .or_else(|| {
+                        true_since(w, "Evicted").map(|e| evicted_at(w).map_or(e, |r| r.max(e)))
+                    })
                     .or_else(|| true_since(w, "DeactivationTarget"))
                     .or_else(|| last_change(w))
             })

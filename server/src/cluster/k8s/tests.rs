@@ -593,6 +593,23 @@ fn workload_conditions_become_state_changes() {
         change_time(&preempted[0], &released).map(|t| t.to_rfc3339()),
         Some("2026-11-29T10:31:00+00:00".into())
     );
+    // Released at 10:31, reserved again at 10:40 (Evicted reset) and released unadmitted at
+    // 10:45 (its pods not ready in time, say): Kueue counted the run to 10:31, when Admitted
+    // turned false; the later release was time in the queue.
+    let mut again_released = wl(json!([
+        cond("Admitted", false, "NoReservation", ""),
+        cond("Evicted", false, "QuotaReserved", "Previously: Preempted"),
+        cond("QuotaReserved", false, "Pending", "")
+    ]));
+    for (i, t) in ["10:31", "10:40", "10:45"].iter().enumerate() {
+        again_released["status"]["conditions"][i]["lastTransitionTime"] =
+            json!(format!("2026-11-29T{t}:00Z"));
+    }
+    let again_released = status::observe(&again_released, prefix).unwrap();
+    assert_eq!(
+        again_released.times.evicted.map(|t| t.to_rfc3339()),
+        Some("2026-11-29T10:31:00+00:00".into())
+    );
     assert_eq!(
         change_time(&Change::Running, &running_again).map(|t| t.to_rfc3339()),
         Some("2026-11-29T11:00:00+00:00".into()),

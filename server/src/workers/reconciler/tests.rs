@@ -689,7 +689,13 @@ async fn a_run_missed_while_queued_is_billed_for_kueues_count() {
     apply(&f.db, &admitted_at(t, Some(3 * 3600), &e))
         .await
         .unwrap();
-    assert_eq!(runs(e).await, vec![(created, Some(t)), (t, None)]);
+    assert_eq!(runs(e.clone()).await, vec![(created, Some(t)), (t, None)]);
+    event_saying(
+        &f,
+        &e,
+        "(of 3.0 h by Kueue's count: what fits after what Gantry recorded)",
+    )
+    .await;
 
     // A run closed at t; an undated admission said to be at t - 5 min comes after it.
     let d = store(&f, &params, "undated-after-a-run").await;
