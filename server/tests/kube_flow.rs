@@ -69,6 +69,21 @@ async fn launch(http: &reqwest::Client, base: &str, body: Value) -> Value {
     res.json().await.unwrap()
 }
 
+/// The id of a job launched as `body`.
+async fn launch_id(http: &reqwest::Client, base: &str, body: Value) -> String {
+    launch(http, base, body).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// An RFC 3339 time of the API, in milliseconds.
+fn ms(v: &Value) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap())
+        .unwrap()
+        .timestamp_millis()
+}
+
 async fn job(http: &reqwest::Client, base: &str, id: &str) -> Value {
     http.get(format!("{base}/api/v1/jobs/{id}"))
         .send()
@@ -721,19 +736,13 @@ async fn jobs_whose_workloads_were_collected_while_gantry_was_down_end_by_their_
     let config = kube_config(dir.path(), &api, "collected");
     let g = start_gantry(&config).await;
     let alice = sign_in(&g.base, "alice").await;
-    let ran = launch(&alice, &g.base, llama(16)).await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let ran = launch_id(&alice, &g.base, llama(16)).await;
     api.admit(&ran).await;
     let running = until(&alice, &g.base, &ran, "running", |j| {
         j["state"] == "running"
     })
     .await;
-    let queued = launch(&alice, &g.base, llama(8)).await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let queued = launch_id(&alice, &g.base, llama(8)).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while !api
         .objects("jobsets")
@@ -762,11 +771,6 @@ async fn jobs_whose_workloads_were_collected_while_gantry_was_down_end_by_their_
 
     let g = start_gantry(&config).await;
     let alice = sign_in(&g.base, "alice").await;
-    let ms = |v: &Value| {
-        chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap())
-            .unwrap()
-            .timestamp_millis()
-    };
     let done = until(&alice, &g.base, &ran, "ended", |j| {
         j["finished_at"].is_string()
     })
@@ -832,10 +836,7 @@ async fn without_kubeflow_trainer_the_cluster_is_still_compared() {
     assert!(config.kube.trainer, "on by default");
     let g = start_gantry(&config).await;
     let alice = sign_in(&g.base, "alice").await;
-    let id = launch(&alice, &g.base, llama(16)).await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = launch_id(&alice, &g.base, llama(16)).await;
     api.admit(&id).await;
     until(&alice, &g.base, &id, "running", |j| j["state"] == "running").await;
     g.running.stop().await;
@@ -878,10 +879,7 @@ async fn a_run_preempted_readmitted_and_finished_while_gantry_was_down_is_two_ru
     let config = kube_config(dir.path(), &api, "readmitted");
     let g = start_gantry(&config).await;
     let alice = sign_in(&g.base, "alice").await;
-    let id = launch(&alice, &g.base, llama(16)).await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = launch_id(&alice, &g.base, llama(16)).await;
     api.admit(&id).await;
     let running = until(&alice, &g.base, &id, "running", |j| j["state"] == "running").await;
     g.running.stop().await;
@@ -924,11 +922,6 @@ async fn a_run_preempted_readmitted_and_finished_while_gantry_was_down_is_two_ru
         j["state"] == "succeeded"
     })
     .await;
-    let ms = |v: &Value| {
-        chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap())
-            .unwrap()
-            .timestamp_millis()
-    };
     let first = ms(&running["admitted_at"]);
     let runs: Vec<(i64, Option<i64>)> = g
         .running

@@ -611,17 +611,7 @@ pub async fn correct_from_cluster(
             }
         }
         if let Some((state, at)) = to {
-            out.push(LiveChange {
-                job_id: row.id.clone(),
-                user: row.user.clone(),
-                notify: false,
-                team: row.team.clone(),
-                pool: row.pool.clone(),
-                state,
-                at,
-                row: Default::default(),
-                seq: 0,
-            });
+            out.push(moved(&row, state, at));
         }
     }
     Ok(out)
@@ -637,28 +627,50 @@ async fn readmitted(
     nodes: &[String],
     past_run_s: i64,
 ) -> Result<Outcome, crate::db::DbError> {
-    for (t, reason) in readmission_moves(db, row, (ev.at, nodes, false), past_run_s, ev.at).await? {
+    let moves = readmission_moves(db, row, (ev.at, nodes, false), past_run_s, ev.at).await?;
+    if !apply_moves(db, moves).await? {
+        tracing::warn!(job.id = %ev.job_id, "the job moved while its missed eviction was repaired; comparing with the cluster");
+        return Ok(Outcome::Refused);
+    }
+    Ok(Outcome::Moved(moved(row, JobState::Admitted, ev.at)))
+}
+
+/// Applies repair moves in order, each with its event's words; `false` when one did not fit
+/// (the job moved meanwhile), the rest then left.
+async fn apply_moves(
+    db: &Db,
+    moves: Vec<(Transition<'_>, String)>,
+) -> Result<bool, crate::db::DbError> {
+    for (t, reason) in moves {
         let t = Transition {
             reason: &reason,
             ..t
         };
         if !db.transition(&t).await? {
-            tracing::warn!(job.id = %ev.job_id, "the job moved while its missed eviction was repaired; comparing with the cluster");
-            return Ok(Outcome::Refused);
+            return Ok(false);
         }
-        tracing::info!(job.id = %row.id, state = %t.to, %reason, "corrected from the cluster");
+        tracing::info!(job.id = %t.job_id, state = %t.to, %reason, "corrected from the cluster");
     }
-    Ok(Outcome::Moved(LiveChange {
+    Ok(true)
+}
+
+/// The live change of a job the database moved to `state` at `at`.
+fn moved(
+    row: &crate::db::JobRow,
+    state: JobState,
+    at: chrono::DateTime<chrono::Utc>,
+) -> LiveChange {
+    LiveChange {
         job_id: row.id.clone(),
         user: row.user.clone(),
         notify: false,
         team: row.team.clone(),
         pool: row.pool.clone(),
-        state: JobState::Admitted,
-        at: ev.at,
+        state,
+        at,
         row: Default::default(),
         seq: 0,
-    }))
+    }
 }
 
 /// What a job's end adds to its reason when the run it ends was admitted at that same
@@ -758,15 +770,7 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Outcome, crate::db::DbError
             };
             if let Some(row) = row {
                 if row.state == Queued {
-                    for (t, reason) in missed_run_moves(db, &row, ev.at, *past).await? {
-                        let t = Transition {
-                            reason: &reason,
-                            ..t
-                        };
-                        if !db.transition(&t).await? {
-                            break;
-                        }
-                    }
+                    apply_moves(db, missed_run_moves(db, &row, ev.at, *past).await?).await?;
                 }
             }
         }
@@ -843,17 +847,7 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Outcome, crate::db::DbError
         db.mark_sent(&ev.job_id, ev.at).await?;
     }
     tracing::info!(job.id = %ev.job_id, state = %to, pool = %ev.pool, "job moved");
-    Ok(Outcome::Moved(LiveChange {
-        job_id: row.id,
-        user: row.user,
-        notify: false,
-        team: row.team,
-        pool: row.pool,
-        state: to,
-        at: ev.at,
-        row: Default::default(),
-        seq: 0,
-    }))
+    Ok(Outcome::Moved(moved(&row, to, ev.at)))
 }
 
 #[cfg(test)]
