@@ -946,6 +946,86 @@ async fn a_run_preempted_readmitted_and_finished_while_gantry_was_down_is_two_ru
     g.running.stop().await;
 }
 
+/// A job Gantry knew only as queued is admitted and run to its max runtime while Gantry is
+/// down: Kueue deactivates its Workload, whose conditions then no longer say when it was
+/// admitted, but whose count (`accumulatedPastExecutionTimeSeconds`) holds the run. The job
+/// fails at the deactivation with that run recorded and billed. Before, it failed from the
+/// queue and billed nothing for GPUs held up to its whole max runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_to_the_max_runtime_while_gantry_was_down_is_billed_for_kueues_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = ApiServer::start().await;
+    let config = kube_config(dir.path(), &api, "deactivated");
+    let g = start_gantry(&config).await;
+    let alice = sign_in(&g.base, "alice").await;
+    let id = launch_id(&alice, &g.base, llama(16)).await;
+    api.pend(&id, "waiting for quota").await;
+    // Sent (the Workload exists), and seen waiting.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let queued = job(&alice, &g.base, &id).await;
+    assert_eq!(queued["state"], "queued", "{queued}");
+    g.running.stop().await;
+
+    // While Gantry is down: admitted a second after the launch, deactivated about 6 s later.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let submitted = chrono::DateTime::parse_from_rfc3339(queued["created_at"].as_str().unwrap())
+        .unwrap()
+        .to_utc();
+    let admitted = submitted + chrono::Duration::seconds(1);
+    let released = chrono::Utc::now() - chrono::Duration::milliseconds(300);
+    api.deactivate_at_max_runtime(&id, admitted, released).await;
+    let count_s = (released - admitted).num_seconds();
+    assert!(count_s >= 5, "a run longer than the rounding: {count_s} s");
+
+    let g = start_gantry(&config).await;
+    let alice = sign_in(&g.base, "alice").await;
+    let done = until(&alice, &g.base, &id, "failed", |j| j["state"] == "failed").await;
+    let end = released.timestamp_millis();
+    assert_eq!(ms(&done["finished_at"]), end, "{done}");
+    let runs: Vec<(i64, Option<i64>)> = g
+        .running
+        .portal
+        .db()
+        .job_intervals(&id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, s, e, _)| (s.timestamp_millis(), e.map(|e| e.timestamp_millis())))
+        .collect();
+    assert_eq!(
+        runs,
+        vec![(end - count_s * 1000, Some(end))],
+        "one run of Kueue's count, ending at the deactivation: {done}"
+    );
+    let text = done.to_string();
+    assert!(text.contains("Stopped at its max runtime"), "{done}");
+    assert!(
+        text.contains("admitted while Gantry was not watching"),
+        "its events say the run was not seen: {done}"
+    );
+    // The usage report bills it: 16 GPUs for Kueue's count.
+    let carol = sign_in(&g.base, "carol").await;
+    let report: Value = carol
+        .get(format!("{}/api/v1/usage?group_by=team", g.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let allocated: f64 = report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["gpu_hours_allocated"].as_f64().unwrap())
+        .sum();
+    assert!(
+        (allocated - 16.0 * count_s as f64 / 3600.0).abs() < 1e-9,
+        "GPU-hours by Kueue's count: {report}"
+    );
+    g.running.stop().await;
+}
+
 /// The pool the Kueue cases run in, its nodes, and the seeded teams the cases' ClusterQueues
 /// map onto (in order), each with a member who launches for it.
 const POOL: &str = "hgx-h100";

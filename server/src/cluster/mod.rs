@@ -61,6 +61,12 @@ pub enum Change {
     },
     Failed {
         reason: String,
+        /// Kueue's count of the seconds it was admitted in admissions that ended
+        /// (`accumulatedPastExecutionTimeSeconds`; 0 when none or not known). A workload Kueue
+        /// deactivated (at its max runtime or requeuing limit) has its last run in it: a job the
+        /// database holds as queued ran that long, less its closed runs, while Gantry was not
+        /// watching.
+        past_run_s: i64,
     },
     Cancelled {
         reason: String,

@@ -341,17 +341,29 @@ async fn readmission_moves<'a>(
     Ok(moves)
 }
 
-/// The repair of a queued job the cluster holds as admitted at `at`, whose count of earlier
-/// admitted seconds (`past_run_s`, Kueue's accumulatedPastExecutionTimeSeconds) exceeds the
-/// runs the database closed: it was admitted and evicted while Gantry was not watching, at
-/// times the cluster no longer records. That run is recorded for its length, placed just
-/// before this admission (the total is right, the place is not known), its events saying so.
-/// No moves when the count covers what the database has.
+/// What came after a run Gantry missed, at the time the repair is for.
+#[derive(Clone, Copy, PartialEq)]
+enum After {
+    /// An admission: the missed run ended in an eviction before it.
+    Admission,
+    /// The job's end (Kueue deactivated its workload): the missed run ends with it, which the
+    /// end's own transition records.
+    End,
+}
+
+/// The repair of a queued job the cluster holds as admitted at `at`, or as ended at `at`
+/// (deactivated), whose count of admitted seconds (`past_run_s`, Kueue's
+/// accumulatedPastExecutionTimeSeconds) exceeds the runs the database closed: it was admitted
+/// (and, before an admission, evicted) while Gantry was not watching, at times the cluster no
+/// longer records. That run is recorded for its length, placed just before `at` (the total is
+/// right; before an admission the place is not known), its events saying so. No moves when
+/// the count covers what the database has.
 async fn missed_run_moves<'a>(
     db: &Db,
     row: &'a crate::db::JobRow,
     at: chrono::DateTime<chrono::Utc>,
     past_run_s: i64,
+    after: After,
 ) -> Result<Vec<(Transition<'a>, String)>, crate::db::DbError> {
     use JobState::*;
     if past_run_s <= 0 {
@@ -393,17 +405,24 @@ async fn missed_run_moves<'a>(
     } else {
         format!("{} by Kueue's count", app::format::duration(missed_s))
     };
+    let admitted = Transition {
+        job_id: &row.id,
+        from: &[Queued],
+        to: Admitted,
+        at: start,
+        reason: "",
+        node_names: Some(&[]),
+        kind: None,
+    };
+    if after == After::End {
+        return Ok(vec![(
+            admitted,
+            format!("Corrected from the cluster: admitted while Gantry was not watching, for {length} until its end; when it was admitted is not recorded, so the run is placed to end there"),
+        )]);
+    }
     Ok(vec![
         (
-            Transition {
-                job_id: &row.id,
-                from: &[Queued],
-                to: Admitted,
-                at: start,
-                reason: "",
-                node_names: Some(&[]),
-                kind: None,
-            },
+            admitted,
             format!("Corrected from the cluster: admitted while Gantry was not watching, for {length}; when is not recorded, so the run is placed just before its next admission"),
         ),
         (
@@ -453,7 +472,7 @@ pub async fn correct_from_cluster(
                     past_run_s,
                 }),
             ) => {
-                moves.extend(missed_run_moves(db, &row, *at, *past_run_s).await?);
+                moves.extend(missed_run_moves(db, &row, *at, *past_run_s, After::Admission).await?);
                 moves.extend(admission_moves(
                     &row.id,
                     (*at, nodes, *running),
@@ -735,7 +754,7 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Outcome, crate::db::DbError
                 None,
             ),
             // From the queue too: a workload an admission check rejected never ran.
-            Change::Failed { reason } => (
+            Change::Failed { reason, .. } => (
                 &[Queued, Admitted, Running],
                 Failed,
                 reason.clone() + &unrecorded_run(db, ev).await?,
@@ -770,8 +789,29 @@ async fn apply(db: &Db, ev: &ClusterEvent) -> Result<Outcome, crate::db::DbError
             };
             if let Some(row) = row {
                 if row.state == Queued {
-                    apply_moves(db, missed_run_moves(db, &row, ev.at, *past).await?).await?;
+                    apply_moves(
+                        db,
+                        missed_run_moves(db, &row, ev.at, *past, After::Admission).await?,
+                    )
+                    .await?;
                 }
+            }
+        }
+        // Deactivated with a count of admitted time the database never saw (admitted and run
+        // to its max runtime, say, while Gantry was not watching): that run is recorded,
+        // ending with the failure below.
+        Change::Failed { past_run_s, .. } if *past_run_s > 0 => {
+            let row = match db.get_job(&ev.job_id).await {
+                Ok(row) => Some(row),
+                Err(crate::db::DbError::NotFound) => None,
+                Err(e) => return Err(e),
+            };
+            if let Some(row) = row.filter(|r| r.state == Queued) {
+                apply_moves(
+                    db,
+                    missed_run_moves(db, &row, ev.at, *past_run_s, After::End).await?,
+                )
+                .await?;
             }
         }
         // An undated admission (a job object's resume, which may be left from an earlier

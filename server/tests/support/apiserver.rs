@@ -384,6 +384,74 @@ impl ApiServer {
         .await;
     }
 
+    /// Kueue deactivates the job's Workload at its max runtime (KEP-3125) and leaves it so:
+    /// `spec.active: false`, evicted with reason `DeactivatedDueToMaximumExecutionTimeExceeded`,
+    /// its quota released at `released` (`Admitted` false since then, so no condition says
+    /// when it was admitted), and the run since `admitted` added in whole seconds to its
+    /// count, `accumulatedPastExecutionTimeSeconds` (SyncAdmittedCondition). Both times in the
+    /// past: it ran while Gantry was not watching.
+    pub async fn deactivate_at_max_runtime(
+        &self,
+        job_id: &str,
+        admitted: DateTime<Utc>,
+        released: DateTime<Utc>,
+    ) {
+        self.script(job_id, move |w| {
+            let at = |mut c: Value, t: DateTime<Utc>| {
+                c["lastTransitionTime"] = json!(t.to_rfc3339());
+                c
+            };
+            let reason = "DeactivatedDueToMaximumExecutionTimeExceeded";
+            set_conditions(
+                w,
+                &[
+                    at(
+                        condition(
+                            "DeactivationTarget",
+                            true,
+                            "MaximumExecutionTimeExceeded",
+                            "exceeding the maximum execution time",
+                        ),
+                        released - chrono::Duration::seconds(1),
+                    ),
+                    at(
+                        condition(
+                            "Evicted",
+                            true,
+                            reason,
+                            "The workload is deactivated due to exceeding the maximum execution time",
+                        ),
+                        released,
+                    ),
+                    at(
+                        condition("QuotaReserved", false, "Pending", "The workload is deactivated"),
+                        released,
+                    ),
+                    at(
+                        condition(
+                            "Admitted",
+                            false,
+                            "NoReservation",
+                            "The workload has no reservation",
+                        ),
+                        released,
+                    ),
+                    at(condition("Requeued", false, reason, ""), released),
+                ],
+            );
+            w["spec"]["active"] = json!(false);
+            let past = w["status"]["accumulatedPastExecutionTimeSeconds"]
+                .as_i64()
+                .unwrap_or(0);
+            w["status"]["accumulatedPastExecutionTimeSeconds"] =
+                json!(past + (released - admitted).num_seconds());
+            if let Some(st) = w["status"].as_object_mut() {
+                st.remove("admission");
+            }
+        })
+        .await;
+    }
+
     /// Kueue tried the job's Workload and could not reserve quota: `QuotaReserved=False`,
     /// reason `Pending`, with Kueue's `message`.
     pub async fn pend(&self, job_id: &str, message: &str) {

@@ -486,7 +486,8 @@ fn workload_conditions_become_state_changes() {
     assert_eq!(
         transitions(Some(&running), &failed),
         vec![Change::Failed {
-            reason: "Job failed: BackoffLimitExceeded".into()
+            reason: "Job failed: BackoffLimitExceeded".into(),
+            past_run_s: 0,
         }]
     );
     let done = status::observe(
@@ -649,7 +650,8 @@ fn workload_conditions_become_state_changes() {
     assert_eq!(
         transitions(None, &rejected),
         vec![Change::Failed {
-            reason: "Admission check provisioning-h100 rejected the workload".into()
+            reason: "Admission check provisioning-h100 rejected the workload".into(),
+            past_run_s: 0,
         }]
     );
     // Kueue 0.9 and later deactivate a workload an admission check rejected.
@@ -667,7 +669,8 @@ fn workload_conditions_become_state_changes() {
     assert_eq!(
         transitions(None, &deactivated),
         vec![Change::Failed {
-            reason: "Rejected by an admission check: The workload is deactivated due to Admission check(s): provisioning-h100, were rejected".into()
+            reason: "Rejected by an admission check: The workload is deactivated due to Admission check(s): provisioning-h100, were rejected".into(),
+            past_run_s: 0,
         }]
     );
     // Seen waiting (evicted for its pods not ready in time), then deactivated at its
@@ -692,7 +695,8 @@ fn workload_conditions_become_state_changes() {
         transitions(Some(&waiting), &gave_up),
         vec![Change::Failed {
             reason: "Kueue deactivated its workload (DeactivatedDueToRequeuingLimitExceeded)"
-                .into()
+                .into(),
+            past_run_s: 0,
         }]
     );
     assert_eq!(
@@ -708,7 +712,8 @@ fn workload_conditions_become_state_changes() {
     assert_eq!(
         transitions(Some(&running), &out_of_sync),
         vec![Change::Failed {
-            reason: "Kueue finished its workload (OutOfSync)".into()
+            reason: "Kueue finished its workload (OutOfSync)".into(),
+            past_run_s: 0,
         }]
     );
 
@@ -1337,10 +1342,23 @@ fn a_workload_deactivated_at_its_max_runtime_ends_its_job() {
                 "2026-11-29T18:05:01+00:00".into(),
                 Change::Failed {
                     reason: "Stopped at its max runtime of 8.0 h: Kueue deactivated its workload"
-                        .into()
+                        .into(),
+                    past_run_s: 0,
                 }
             ),
         ]
+    );
+    // First seen deactivated (admitted and run to its max runtime while Gantry was not
+    // watching): no condition says when it was admitted, but Kueue's count of the run comes
+    // with the failure, for the database to record the run it missed.
+    let mut counted = stopped.clone();
+    counted["status"]["accumulatedPastExecutionTimeSeconds"] = json!(28800);
+    assert_eq!(
+        transitions(None, &status::observe(&counted, "team-").unwrap()),
+        vec![Change::Failed {
+            reason: "Stopped at its max runtime of 8.0 h: Kueue deactivated its workload".into(),
+            past_run_s: 28800,
+        }]
     );
     // Deactivated by hand (`kubectl patch … active: false`), the reason is Kueue's.
     let mut by_hand = stopped.clone();
@@ -1580,6 +1598,7 @@ fn a_workload_gone_before_its_end_was_seen_ends_by_its_job_objects_verdict() {
                 } else {
                     Change::Failed {
                         reason: "The JobSet failed".into(),
+                        past_run_s: 0,
                     }
                 },
             ),
@@ -1805,7 +1824,8 @@ fn a_failed_jobset_fails_its_job_with_the_condition_message() {
     assert_eq!(
         e.change,
         Change::Failed {
-            reason: "The JobSet failed: jobset failed due to one or more job failures".into()
+            reason: "The JobSet failed: jobset failed due to one or more job failures".into(),
+            past_run_s: 0,
         }
     );
     // The terminal state alone (no condition yet) is a failure too.
@@ -1868,7 +1888,8 @@ fn a_failed_trainjob_fails_its_job_with_the_condition_message() {
         e.change,
         Change::Failed {
             reason: "The TrainJob failed: jobset failed due to reaching max number of restarts"
-                .into()
+                .into(),
+            past_run_s: 0,
         }
     );
     // A completed TrainJob succeeds, with its message.

@@ -97,7 +97,10 @@ pub fn transitions(prev: Option<&Observed>, next: &Observed) -> Vec<Change> {
                 out.push(if *succeeded {
                     Change::Succeeded { reason }
                 } else {
-                    Change::Failed { reason }
+                    Change::Failed {
+                        reason,
+                        past_run_s: next.past_run_s,
+                    }
                 });
                 out
             }
@@ -525,6 +528,8 @@ fn verdict_changes(job_id: &str, obj: &Value) -> Option<TimedChanges> {
     } else {
         Change::Failed {
             reason: format!("The {kind} failed{said}"),
+            // A job object does not keep Kueue's count.
+            past_run_s: 0,
         }
     };
     let admitted = match status::resumed_at(obj).filter(|r| *r <= at) {

@@ -241,8 +241,17 @@ impl KueueState {
                 self.wids.remove(&spec.job_id);
                 let preempted_before =
                     self.past_run_s.remove(&wid).is_some_and(|s| s > 0) && !self.rerun_whole;
+                // Gantry sees every change of the sim as it happens: no count to repair from.
                 if let Some(reason) = failed {
-                    out.push((spec.job_id, pool, end, Change::Failed { reason }));
+                    out.push((
+                        spec.job_id,
+                        pool,
+                        end,
+                        Change::Failed {
+                            reason,
+                            past_run_s: 0,
+                        },
+                    ));
                     continue;
                 }
                 // Preempted before, its work started over and did not fit in what was left:
@@ -253,7 +262,15 @@ impl KueueState {
                         "Stopped at its max runtime of {}: Kueue deactivated its workload",
                         app::format::duration(spec.max_runtime_s as i64)
                     );
-                    out.push((spec.job_id, pool, end, Change::Failed { reason }));
+                    out.push((
+                        spec.job_id,
+                        pool,
+                        end,
+                        Change::Failed {
+                            reason,
+                            past_run_s: 0,
+                        },
+                    ));
                     continue;
                 }
                 let reason = format!(

@@ -275,7 +275,8 @@ async fn a_preempted_job_s_max_runtime_counts_its_earlier_admission() {
     assert_eq!(
         end.change,
         Change::Failed {
-            reason: "Stopped at its max runtime of 4.0 h: Kueue deactivated its workload".into()
+            reason: "Stopped at its max runtime of 4.0 h: Kueue deactivated its workload".into(),
+            past_run_s: 0,
         }
     );
 }
@@ -436,7 +437,8 @@ async fn a_job_set_to_fail_fails_after_its_running_time_and_frees_its_gpus() {
         Change::Failed {
             reason:
                 "Failed: a worker exited with code 1 (rank 15 on hgx-h100-node-01) after 10 min"
-                    .into()
+                    .into(),
+            past_run_s: 0,
         }
     );
     assert_eq!(ev[1].job_id, "b");
@@ -481,7 +483,8 @@ async fn a_restored_job_fails_at_the_time_its_stored_admission_gives() {
         ev[0].change,
         Change::Failed {
             reason: "Failed: a worker exited with code 1 (rank 7 on hgx-h100-node-01) after 2 min"
-                .into()
+                .into(),
+            past_run_s: 0,
         }
     );
 }
