@@ -62,10 +62,10 @@ pub enum Change {
     Failed {
         reason: String,
         /// Kueue's count of the seconds it was admitted in admissions that ended
-        /// (`accumulatedPastExecutionTimeSeconds`; 0 when none or not known). A workload Kueue
-        /// deactivated (at its max runtime or requeuing limit) has its last run in it: a job the
-        /// database holds as queued ran that long, less its closed runs, while Gantry was not
-        /// watching.
+        /// (`accumulatedPastExecutionTimeSeconds`), given only when its last admission ended
+        /// at this end (a deactivation of an admitted workload: at its max runtime, say); 0
+        /// otherwise. A job the database holds as queued then ran that long, less its closed
+        /// runs, while Gantry was not watching, the last run ending here.
         past_run_s: i64,
     },
     Cancelled {

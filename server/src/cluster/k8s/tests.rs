@@ -1360,6 +1360,18 @@ fn a_workload_deactivated_at_its_max_runtime_ends_its_job() {
             past_run_s: 28800,
         }]
     );
+    // Deactivated while it waited (its quota released at an eviction an hour before): the
+    // count's last run did not end at this end, so it does not come with it.
+    let mut waited = counted.clone();
+    waited["status"]["conditions"][2]["lastTransitionTime"] = json!("2026-11-29T17:05:01Z");
+    waited["status"]["conditions"][3]["lastTransitionTime"] = json!("2026-11-29T17:05:01Z");
+    assert_eq!(
+        transitions(None, &status::observe(&waited, "team-").unwrap()),
+        vec![Change::Failed {
+            reason: "Stopped at its max runtime of 8.0 h: Kueue deactivated its workload".into(),
+            past_run_s: 0,
+        }]
+    );
     // Deactivated by hand (`kubectl patch … active: false`), the reason is Kueue's.
     let mut by_hand = stopped.clone();
     by_hand["status"]["conditions"][1]["reason"] = json!("DeactivatedDueToDeactivated");

@@ -99,7 +99,18 @@ pub fn transitions(prev: Option<&Observed>, next: &Observed) -> Vec<Change> {
                 } else {
                     Change::Failed {
                         reason,
-                        past_run_s: next.past_run_s,
+                        // Kueue's count, when the last run in it ended at this end: its quota
+                        // released (`Admitted` false) at the time the failure is dated, as a
+                        // deactivation of an admitted workload does. Otherwise (released
+                        // earlier, or still admitted on a `Finished` workload) the end says
+                        // nothing of where a missed run was: no count.
+                        past_run_s: if next.times.evicted.is_some()
+                            && next.times.evicted == next.times.finished
+                        {
+                            next.past_run_s
+                        } else {
+                            0
+                        },
                     }
                 });
                 out

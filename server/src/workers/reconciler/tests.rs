@@ -726,3 +726,91 @@ async fn a_run_missed_while_queued_is_billed_for_kueues_count() {
         "never overlapping the run it knew of"
     );
 }
+
+/// A job the database holds as queued after a run it saw, which Kueue admitted again and
+/// deactivated at its max runtime while Gantry was not watching: the failure's count less the
+/// closed run is the run it missed, ending at the failure. Applied again (a restart's list),
+/// nothing more; a count within rounding of the closed run adds none.
+#[tokio::test]
+async fn a_deactivation_missed_while_queued_bills_the_rest_of_kueues_count() {
+    use super::{apply, Outcome};
+    use crate::cluster::{Change, ClusterEvent};
+    let db = TestDb::sqlite();
+    let f = Fixture::start_with(&db, ONLY_WHEN_ASKED).await;
+    let params = serde_json::Map::new();
+    let t = chrono::DateTime::from_timestamp_millis(f.cluster.now().timestamp_millis()).unwrap()
+        + chrono::Duration::hours(2);
+    let minutes = chrono::Duration::minutes;
+    let failed = |past_run_s, id: &str| ClusterEvent {
+        seq: 0,
+        job_id: id.to_string(),
+        pool: "hgx-h100".into(),
+        at: t,
+        change: Change::Failed {
+            reason: "Stopped at its max runtime of 8.0 h: Kueue deactivated its workload".into(),
+            past_run_s,
+        },
+    };
+    let seen_run = |id: String| {
+        let db = f.db.clone();
+        async move {
+            for (from, to, at) in [
+                (JobState::Queued, JobState::Admitted, t - minutes(60)),
+                (JobState::Admitted, JobState::Queued, t - minutes(40)),
+            ] {
+                assert!(db
+                    .transition(&Transition {
+                        job_id: &id,
+                        from: &[from],
+                        to,
+                        at,
+                        reason: "test: seen",
+                        node_names: Some(&[]),
+                        kind: None,
+                    })
+                    .await
+                    .unwrap());
+            }
+        }
+    };
+    let runs = |id: String| {
+        let db = f.db.clone();
+        async move {
+            db.job_intervals(&id)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| (r.1, r.2))
+                .collect::<Vec<_>>()
+        }
+    };
+    // 20 min seen and closed, 35 min counted: the 15 min missed end at the failure.
+    let a = store(&f, &params, "deactivated").await;
+    seen_run(a.clone()).await;
+    assert!(matches!(
+        apply(&f.db, &failed(35 * 60, &a)).await.unwrap(),
+        Outcome::Moved(_)
+    ));
+    let both = vec![
+        (t - minutes(60), Some(t - minutes(40))),
+        (t - minutes(15), Some(t)),
+    ];
+    assert_eq!(runs(a.clone()).await, both);
+    let row = f.db.get_job(&a).await.unwrap();
+    assert_eq!((row.state, row.finished_at), (JobState::Failed, Some(t)));
+    event_saying(&f, &a, "for 15 min by Kueue's count until its end").await;
+    // The same failure again: already ended, the runs unchanged.
+    assert!(matches!(
+        apply(&f.db, &failed(35 * 60, &a)).await.unwrap(),
+        Outcome::AlreadyEnded
+    ));
+    assert_eq!(runs(a).await, both);
+    // A count within rounding of the closed run (3 s over it; 2 s per run and 2 more): none.
+    let b = store(&f, &params, "rounding").await;
+    seen_run(b.clone()).await;
+    apply(&f.db, &failed(20 * 60 + 3, &b)).await.unwrap();
+    assert_eq!(
+        runs(b).await,
+        vec![(t - minutes(60), Some(t - minutes(40)))]
+    );
+}
