@@ -22,6 +22,7 @@
 //! load; `GANTRY_BENCH_PAGES` (say `jobs,pools`: words of the page names) measures only those,
 //! to profile one page at a time (`ref` for the references), and `GANTRY_BENCH_PATH` adds
 //! another path (page `other`).
+//! `GANTRY_BENCH_DB_CONNECTIONS` sets the database pool's size (the default config's 8).
 //! `GANTRY_BENCH_DUMP=dir` writes each page's bytes to `dir/0.html`, `dir/1.html`… in the order
 //! printed. `GANTRY_BENCH_RENDERED_ONLY=1` skips the cached figure (to profile rendering alone).
 //! `GANTRY_BENCH_LOG` is a tracing filter for the server's log on stderr: `sqlx::query=debug`
@@ -108,6 +109,9 @@ async fn run() -> anyhow::Result<()> {
         dir.path().join("bench.db").display()
     )
     .into();
+    if let Ok(n) = std::env::var("GANTRY_BENCH_DB_CONNECTIONS") {
+        config.database.max_connections = n.parse()?;
+    }
     config.demo.seed = true;
     config.demo.jobs = true;
     config.demo.history = true;
