@@ -19,12 +19,13 @@ run: setup build
 ## test: every test — formatting, lints, unit and integration (SQLite and Postgres), browser
 test: setup setup-browser setup-prometheus lint unit build e2e
 
-## bench: queue benchmarks (Kueue's baseline replay, 10k-queue recompute), the usage report over 1M intervals, the pages against a static handler, and 1,000 live streams (memory, delivery p99), printed as figures
+## bench: queue benchmarks (Kueue's baseline replay, 10k-queue recompute), the usage report over 1M intervals, the pages against a static handler, 1,000 live streams (memory, delivery p99), and a restart's replay of 20,000 ended jobs' history, printed as figures
 bench:
 	cargo bench -p server --bench queue
 	cargo bench -p server --bench usage
 	cargo bench -p server --bench pages
 	cargo bench -p server --bench streams
+	cargo bench -p server --bench replay
 
 # wasm-opt for release builds: binaryen 132 from npm (2 s to install). Never Debian's
 # binaryen 108: it exits 0 but corrupts the wasm (see ../shared/BUILD.md).

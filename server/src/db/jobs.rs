@@ -444,6 +444,18 @@ impl Db {
             .collect()
     }
 
+    /// Which of `ids` have ended (succeeded, failed or cancelled). An ended job never moves
+    /// again: nothing the cluster says of it changes the database.
+    pub async fn ended_among(&self, ids: &[&str]) -> Result<std::collections::HashSet<String>> {
+        let rows = self
+            .rows_for_ids(
+                "SELECT job_id FROM job WHERE job_id IN ({ids}) AND state IN ('succeeded', 'failed', 'cancelled')",
+                ids,
+            )
+            .await?;
+        rows.iter().map(|r| Ok(r.try_get("job_id")?)).collect()
+    }
+
     /// Runs `sql` (with `{ids}` where the placeholders go) over `ids` in chunks the
     /// databases accept, and returns every row.
     pub(super) async fn rows_for_ids(&self, sql: &str, ids: &[&str]) -> Result<Vec<AnyRow>> {

@@ -99,8 +99,23 @@ pub fn spawn_event_writer_every(
             tokio::select! {
                 ev = events.recv() => {
                     let Some(ev) = ev else { break };
-                    if w.write(&ev).await == Written::Refused {
-                        due = true;
+                    // A burst (a watch's list after a restart holds the history of every
+                    // finished job the cluster keeps): which of its jobs have ended is read
+                    // once, and their events are history, written nowhere.
+                    let mut batch = vec![ev];
+                    while batch.len() < BATCH {
+                        match events.try_recv() {
+                            Ok(ev) => batch.push(ev),
+                            Err(_) => break,
+                        }
+                    }
+                    let ended = w.ended_among(&batch).await;
+                    for ev in &batch {
+                        if ended.contains(ev.job_id.as_str()) {
+                            w.passed(ev);
+                        } else if w.write(ev).await == Written::Refused {
+                            due = true;
+                        }
                     }
                     events_since = true;
                 }
@@ -143,7 +158,33 @@ struct Writer {
     last: u64,
 }
 
+/// The most events taken from the queue at once (see [`Writer::ended_among`]).
+const BATCH: usize = 512;
+
 impl Writer {
+    /// Which jobs of a batch of events had ended before it: an event of one is history (its
+    /// `apply` would find it ended and write nothing). Read in one statement for a batch of
+    /// more than one event; on a database error none, and each event is applied as usual.
+    async fn ended_among(&self, batch: &[ClusterEvent]) -> std::collections::HashSet<String> {
+        if batch.len() < 2 {
+            return Default::default();
+        }
+        let mut ids: Vec<&str> = batch.iter().map(|e| e.job_id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        self.db.ended_among(&ids).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "could not read which jobs of a batch of cluster events had ended; applying each");
+            Default::default()
+        })
+    }
+
+    /// Marks an event of a job that had ended as applied: history, nothing to write.
+    fn passed(&mut self, ev: &ClusterEvent) {
+        tracing::debug!(job.id = %ev.job_id, change = ?ev.change, "the job had already ended");
+        self.last = self.last.max(ev.seq);
+        self.applied.send_replace(ev.seq);
+    }
+
     /// Writes one event, retrying until the database takes it, and marks it applied.
     async fn write(&mut self, ev: &ClusterEvent) -> Written {
         // A database outage must not lose the event: retry until it is written.

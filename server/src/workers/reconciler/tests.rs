@@ -814,3 +814,109 @@ async fn a_deactivation_missed_while_queued_bills_the_rest_of_kueues_count() {
         vec![(t - minutes(60), Some(t - minutes(40)))]
     );
 }
+
+/// A burst of cluster events (a watch's list after a restart: the history of every finished
+/// job the cluster keeps, mixed with live changes) is written in order: the events of jobs
+/// that had ended change nothing, and every other job moves as its events say, including one
+/// that ends within the burst and is told of again after. The writer reads which jobs had
+/// ended once per burst (`make bench`'s replay: 20,000 ended jobs' history in about 1 s
+/// instead of 6 s).
+#[tokio::test]
+async fn a_burst_of_history_is_passed_over_and_live_changes_in_it_are_written() {
+    use crate::cluster::{Change, ClusterEvent};
+    let db = TestDb::sqlite();
+    let f = Fixture::start_with(&db, ONLY_WHEN_ASKED).await;
+    let params = serde_json::Map::new();
+    let t = chrono::DateTime::from_timestamp_millis(f.cluster.now().timestamp_millis()).unwrap()
+        + chrono::Duration::minutes(10);
+    let at = |m: i64| t + chrono::Duration::seconds(m);
+    // Two jobs that ended (one ran, one was cancelled queued), and two queued ones.
+    let ran = store(&f, &params, "ran").await;
+    drift(&f, &ran, JobState::Queued, JobState::Admitted, &[]).await;
+    drift(&f, &ran, JobState::Admitted, JobState::Succeeded, &[]).await;
+    let cancelled = store(&f, &params, "cancelled").await;
+    drift(&f, &cancelled, JobState::Queued, JobState::Cancelled, &[]).await;
+    let a = store(&f, &params, "a").await;
+    let b = store(&f, &params, "b").await;
+    let before = |id: &str| {
+        let db = f.db.clone();
+        let id = id.to_string();
+        async move {
+            let row = db.get_job(&id).await.unwrap();
+            let events = db.events_for(&[id.as_str()]).await.unwrap();
+            (
+                row.state,
+                row.finished_at,
+                events.get(&id).map_or(0, Vec::len),
+                db.job_intervals(&id).await.unwrap().len(),
+            )
+        }
+    };
+    let (ran_was, cancelled_was) = (before(&ran).await, before(&cancelled).await);
+
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (applied_tx, mut applied) = tokio::sync::watch::channel(0u64);
+    let (writer, _sync) = super::spawn_event_writer_every(
+        f.db.clone(),
+        f.cluster.clone(),
+        rx,
+        applied_tx,
+        crate::service::LiveTx::new(64),
+        ONLY_WHEN_ASKED,
+    );
+    let admitted = Change::Admitted {
+        nodes: vec![],
+        past_run_s: Some(0),
+    };
+    let succeeded = Change::Succeeded {
+        reason: "The JobSet completed".into(),
+    };
+    let burst = [
+        (&ran, at(0), admitted.clone()),
+        (&a, at(1), admitted.clone()),
+        (&cancelled, at(2), admitted.clone()),
+        (&ran, at(3), succeeded.clone()),
+        (&a, at(4), Change::Running),
+        (&b, at(5), admitted.clone()),
+        (&a, at(6), succeeded.clone()),
+        (&a, at(7), succeeded.clone()),
+        (
+            &cancelled,
+            at(8),
+            Change::Cancelled {
+                reason: "gone".into(),
+            },
+        ),
+    ];
+    // All queued before the writer takes the first: one burst.
+    for (i, (id, at, change)) in burst.iter().enumerate() {
+        tx.send(ClusterEvent {
+            seq: i as u64 + 1,
+            job_id: id.to_string(),
+            pool: "hgx-h100".into(),
+            at: *at,
+            change: change.clone(),
+        })
+        .unwrap();
+    }
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        applied.wait_for(|s| *s >= burst.len() as u64),
+    )
+    .await
+    .expect("the burst is written")
+    .unwrap();
+    assert_eq!(before(&ran).await, ran_was, "an ended job is unchanged");
+    assert_eq!(before(&cancelled).await, cancelled_was);
+    let a_row = f.db.get_job(&a).await.unwrap();
+    assert_eq!(
+        (a_row.state, a_row.admitted_at, a_row.finished_at),
+        (JobState::Succeeded, Some(at(1)), Some(at(6)))
+    );
+    let b_row = f.db.get_job(&b).await.unwrap();
+    assert_eq!(
+        (b_row.state, b_row.admitted_at),
+        (JobState::Admitted, Some(at(5)))
+    );
+    writer.abort();
+}
