@@ -110,7 +110,11 @@ async fn run() -> anyhow::Result<()> {
     )
     .into();
     if let Ok(n) = std::env::var("GANTRY_BENCH_DB_CONNECTIONS") {
-        config.database.max_connections = n.parse()?;
+        config.database.max_connections = n.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+            anyhow::anyhow!(
+                "GANTRY_BENCH_DB_CONNECTIONS: expected a whole number above 0, got '{n}'"
+            )
+        })?;
     }
     config.demo.seed = true;
     config.demo.jobs = true;

@@ -163,8 +163,9 @@ const BATCH: usize = 512;
 
 impl Writer {
     /// Which jobs of a batch of events had ended before it: an event of one is history (its
-    /// `apply` would find it ended and write nothing). Read in one statement for a batch of
-    /// more than one event; on a database error none, and each event is applied as usual.
+    /// `apply` would find it ended and write nothing). Read for a batch of more than one
+    /// event, in one statement per 200 jobs; on a database error none, and each event is
+    /// applied as usual.
     async fn ended_among(&self, batch: &[ClusterEvent]) -> std::collections::HashSet<String> {
         if batch.len() < 2 {
             return Default::default();
