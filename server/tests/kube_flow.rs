@@ -158,6 +158,27 @@ async fn next_items(
     out
 }
 
+/// The GPU-hours allocated in the usage report, over every team (read by an admin), and the
+/// report.
+async fn allocated_gpu_hours(base: &str) -> (f64, Value) {
+    let carol = sign_in(base, "carol").await;
+    let report: Value = carol
+        .get(format!("{base}/api/v1/usage?group_by=team"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let allocated = report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["gpu_hours_allocated"].as_f64().unwrap())
+        .sum();
+    (allocated, report)
+}
+
 fn llama(gpus: u32) -> Value {
     json!({"template": "llama-3.1-8b-fsdp", "gpus": gpus, "pool": "hgx-h100"})
 }
@@ -699,21 +720,7 @@ async fn a_job_that_ended_during_an_outage_ends_at_its_condition_time() {
         "the run counts from Kueue's admission to its Finished condition: 16 GPUs x 1.5 s"
     );
     // The usage report bills exactly that, not the time Gantry was down.
-    let carol = sign_in(&g.base, "carol").await;
-    let report: Value = carol
-        .get(format!("{}/api/v1/usage?group_by=team", g.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let allocated: f64 = report["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["gpu_hours_allocated"].as_f64().unwrap())
-        .sum();
+    let (allocated, report) = allocated_gpu_hours(&g.base).await;
     assert!(
         (allocated - 16.0 * 1.5 / 3600.0).abs() < 1e-9,
         "GPU-hours from the conditions' times: {report}"
@@ -1004,21 +1011,7 @@ async fn a_run_to_the_max_runtime_while_gantry_was_down_is_billed_for_kueues_cou
         "its events say the run was not seen: {done}"
     );
     // The usage report bills it: 16 GPUs for Kueue's count.
-    let carol = sign_in(&g.base, "carol").await;
-    let report: Value = carol
-        .get(format!("{}/api/v1/usage?group_by=team", g.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let allocated: f64 = report["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["gpu_hours_allocated"].as_f64().unwrap())
-        .sum();
+    let (allocated, report) = allocated_gpu_hours(&g.base).await;
     assert!(
         (allocated - 16.0 * count_s as f64 / 3600.0).abs() < 1e-9,
         "GPU-hours by Kueue's count: {report}"

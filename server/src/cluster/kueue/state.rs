@@ -241,27 +241,20 @@ impl KueueState {
                 self.wids.remove(&spec.job_id);
                 let preempted_before =
                     self.past_run_s.remove(&wid).is_some_and(|s| s > 0) && !self.rerun_whole;
-                // Gantry sees every change of the sim as it happens: no count to repair from.
-                if let Some(reason) = failed {
-                    out.push((
-                        spec.job_id,
-                        pool,
-                        end,
-                        Change::Failed {
-                            reason,
-                            past_run_s: 0,
-                        },
-                    ));
-                    continue;
-                }
                 // Preempted before, its work started over and did not fit in what was left:
                 // Kueue deactivates the workload at its max runtime (the Kubernetes back end
                 // reads the same deactivation so).
-                if preempted_before {
-                    let reason = format!(
-                        "Stopped at its max runtime of {}: Kueue deactivated its workload",
-                        app::format::duration(spec.max_runtime_s as i64)
-                    );
+                let failed = failed.or_else(|| {
+                    preempted_before.then(|| {
+                        format!(
+                            "Stopped at its max runtime of {}: Kueue deactivated its workload",
+                            app::format::duration(spec.max_runtime_s as i64)
+                        )
+                    })
+                });
+                if let Some(reason) = failed {
+                    // Gantry sees every change of the sim as it happens: no count to repair
+                    // from.
                     out.push((
                         spec.job_id,
                         pool,

@@ -70,6 +70,19 @@ async fn store(
     id
 }
 
+/// A job's run intervals, (start, end), in order.
+async fn runs(
+    f: &Fixture,
+    id: &str,
+) -> Vec<(chrono::DateTime<Utc>, Option<chrono::DateTime<Utc>>)> {
+    f.db.job_intervals(id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.1, r.2))
+        .collect()
+}
+
 /// Moves a job in the database only, as a lost or misapplied event would leave it.
 async fn drift(f: &Fixture, id: &str, from: JobState, to: JobState, nodes: &[String]) {
     let moved =
@@ -470,30 +483,25 @@ async fn a_run_evicted_and_admitted_again_while_nobody_watched_is_two_runs() {
     super::correct_from_cluster(&f.db, &*f.cluster, &held)
         .await
         .unwrap();
-    let runs = |id: String| {
-        let db = f.db.clone();
-        async move {
-            db.job_intervals(&id)
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|(_, start, end, _)| {
-                    (
-                        (start - t0).num_minutes(),
-                        end.map(|e| (e - t0).num_minutes()),
-                    )
-                })
-                .collect::<Vec<_>>()
-        }
+    // Each run in minutes from t0.
+    let minutes_of = |runs: Vec<(chrono::DateTime<Utc>, Option<chrono::DateTime<Utc>>)>| {
+        runs.into_iter()
+            .map(|(start, end)| {
+                (
+                    (start - t0).num_minutes(),
+                    end.map(|e| (e - t0).num_minutes()),
+                )
+            })
+            .collect::<Vec<_>>()
     };
-    assert_eq!(runs(a.clone()).await, [(0, Some(10)), (20, None)]);
-    assert_eq!(runs(b.clone()).await, [(0, Some(20)), (20, None)]);
+    assert_eq!(minutes_of(runs(&f, &a).await), [(0, Some(10)), (20, None)]);
+    assert_eq!(minutes_of(runs(&f, &b).await), [(0, Some(20)), (20, None)]);
     assert_eq!(
-        runs(c.clone()).await,
+        minutes_of(runs(&f, &c).await),
         [(0, Some(5)), (5, Some(15)), (25, None)]
     );
     assert_eq!(
-        runs(d.clone()).await,
+        minutes_of(runs(&f, &d).await),
         [(0, Some(5)), (5, Some(25)), (25, None)]
     );
     for (id, nodes) in [(&a, "hgx-h100-node-06"), (&b, "hgx-h100-node-07")] {
@@ -640,23 +648,12 @@ async fn a_run_missed_while_queued_is_billed_for_kueues_count() {
             past_run_s,
         },
     };
-    let runs = |id: String| {
-        let db = f.db.clone();
-        async move {
-            db.job_intervals(&id)
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|r| (r.1, r.2))
-                .collect::<Vec<_>>()
-        }
-    };
     // By the event writer: 10 min counted, none closed.
     let a = store(&f, &params, "missed-by-event").await;
     let out = apply(&f.db, &admitted_at(t, Some(600), &a)).await.unwrap();
     assert!(matches!(out, Outcome::Moved(_)));
     assert_eq!(
-        runs(a.clone()).await,
+        runs(&f, &a).await,
         vec![(t - minutes(10), Some(t)), (t, None)]
     );
     let said = event_saying(&f, &a, "for 10 min by Kueue's count").await;
@@ -676,20 +673,20 @@ async fn a_run_missed_while_queued_is_billed_for_kueues_count() {
         .await
         .unwrap();
     assert_eq!(
-        runs(b.clone()).await,
+        runs(&f, &b).await,
         vec![(t - minutes(10), Some(t)), (t, None)]
     );
     // Within rounding (2 s for a job with no closed run): no run made of it.
     let c = store(&f, &params, "rounding").await;
     apply(&f.db, &admitted_at(t, Some(2), &c)).await.unwrap();
-    assert_eq!(runs(c).await, vec![(t, None)]);
+    assert_eq!(runs(&f, &c).await, vec![(t, None)]);
     // A count longer than the job has existed: the run starts no earlier than its creation.
     let e = store(&f, &params, "longer-than-its-life").await;
     let created = f.db.get_job(&e).await.unwrap().created_at;
     apply(&f.db, &admitted_at(t, Some(3 * 3600), &e))
         .await
         .unwrap();
-    assert_eq!(runs(e.clone()).await, vec![(created, Some(t)), (t, None)]);
+    assert_eq!(runs(&f, &e).await, vec![(created, Some(t)), (t, None)]);
     event_saying(
         &f,
         &e,
@@ -721,7 +718,7 @@ async fn a_run_missed_while_queued_is_billed_for_kueues_count() {
         .await
         .unwrap();
     assert_eq!(
-        runs(d).await,
+        runs(&f, &d).await,
         vec![(t - minutes(20), Some(t)), (t, None)],
         "never overlapping the run it knew of"
     );
@@ -773,17 +770,6 @@ async fn a_deactivation_missed_while_queued_bills_the_rest_of_kueues_count() {
             }
         }
     };
-    let runs = |id: String| {
-        let db = f.db.clone();
-        async move {
-            db.job_intervals(&id)
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|r| (r.1, r.2))
-                .collect::<Vec<_>>()
-        }
-    };
     // 20 min seen and closed, 35 min counted: the 15 min missed end at the failure.
     let a = store(&f, &params, "deactivated").await;
     seen_run(a.clone()).await;
@@ -795,7 +781,7 @@ async fn a_deactivation_missed_while_queued_bills_the_rest_of_kueues_count() {
         (t - minutes(60), Some(t - minutes(40))),
         (t - minutes(15), Some(t)),
     ];
-    assert_eq!(runs(a.clone()).await, both);
+    assert_eq!(runs(&f, &a).await, both);
     let row = f.db.get_job(&a).await.unwrap();
     assert_eq!((row.state, row.finished_at), (JobState::Failed, Some(t)));
     event_saying(&f, &a, "for 15 min by Kueue's count until its end").await;
@@ -804,13 +790,13 @@ async fn a_deactivation_missed_while_queued_bills_the_rest_of_kueues_count() {
         apply(&f.db, &failed(35 * 60, &a)).await.unwrap(),
         Outcome::AlreadyEnded
     ));
-    assert_eq!(runs(a).await, both);
+    assert_eq!(runs(&f, &a).await, both);
     // A count within rounding of the closed run (3 s over it; 2 s per run and 2 more): none.
     let b = store(&f, &params, "rounding").await;
     seen_run(b.clone()).await;
     apply(&f.db, &failed(20 * 60 + 3, &b)).await.unwrap();
     assert_eq!(
-        runs(b).await,
+        runs(&f, &b).await,
         vec![(t - minutes(60), Some(t - minutes(40)))]
     );
 }
