@@ -8,8 +8,10 @@
 //!
 //! Gantry serves a page again to the session it rendered it for while nothing was written
 //! (`server.page_cache_ms`, `http::page_cache`), which is what a repeated load by one session
-//! measures; each page is also measured with that cache off ("rendered"), the cost of every
-//! load after a change, and the share of loads the cache answered is printed.
+//! measures; each page is also measured with that cache off ("rendered": every load renders,
+//! its reads answered from memory as for any viewer's load while nothing is written,
+//! `db::memo`), and with both off ("uncached": every read from the database, the cost of the
+//! first load after a change), and the share of loads the page cache answered is printed.
 //!
 //! Under the four pages three references are measured the same way: `/login` signed in (the
 //! smallest page: the shell and the nav bar, two statements), which is about where any page
@@ -259,8 +261,17 @@ async fn run() -> anyhow::Result<()> {
         total["total"]
     );
     println!(
-        "{:<16} {:>9} {:>12} {:>14} {:>8} {:>8} {:>12} {:>9}",
-        "page", "bytes", "Gantry r/s", "static r/s", "ratio", "cached", "rendered r/s", "ratio"
+        "{:<16} {:>9} {:>12} {:>14} {:>8} {:>8} {:>12} {:>9} {:>12} {:>9}",
+        "page",
+        "bytes",
+        "Gantry r/s",
+        "static r/s",
+        "ratio",
+        "cached",
+        "rendered r/s",
+        "ratio",
+        "uncached r/s",
+        "ratio"
     );
     let ttl = Duration::from_millis(Config::default().server.page_cache_ms);
     let only: Vec<String> = std::env::var("GANTRY_BENCH_PAGES")
@@ -301,11 +312,15 @@ async fn run() -> anyhow::Result<()> {
         running.pages.set_ttl(Duration::ZERO);
         load(&client, &url, connections, 1).await;
         let (rendered, bad_rendered) = load(&client, &url, connections, seconds).await;
-        let bad = bad + bad_rendered;
+        running.read_memo().set_ttl(Duration::ZERO);
+        load(&client, &url, connections, 1).await;
+        let (uncached, bad_uncached) = load(&client, &url, connections, seconds).await;
+        let bad = bad + bad_rendered + bad_uncached;
+        running.read_memo().set_ttl(ttl);
         running.pages.set_ttl(ttl);
         let (bare, _) = load(&client, &format!("{static_base}/{i}"), connections, seconds).await;
         println!(
-            "{:<16} {:>9} {:>12.0} {:>14.0} {:>7.1} % {:>6.1} % {:>12.0} {:>7.1} %{}",
+            "{:<16} {:>9} {:>12.0} {:>14.0} {:>7.1} % {:>6.1} % {:>12.0} {:>7.1} % {:>12.0} {:>7.1} %{}",
             name,
             body.len(),
             gantry,
@@ -314,6 +329,8 @@ async fn run() -> anyhow::Result<()> {
             cached,
             rendered,
             100.0 * rendered / bare,
+            uncached,
+            100.0 * uncached / bare,
             if bad > 0 {
                 format!("  ({bad} answers were not 200)")
             } else {

@@ -45,6 +45,12 @@ pub struct Running {
 }
 
 impl Running {
+    /// The pages' reads kept in memory (`db::memo`): the page benchmark measures with and
+    /// without.
+    pub fn read_memo(&self) -> &crate::db::memo::ReadMemo {
+        self.db.read_memo()
+    }
+
     /// Compresses the site's files in the background now, so that no first page load waits
     /// for it (the binary does; the many short-lived test servers do not).
     pub fn warm_assets(&mut self) {
@@ -232,6 +238,10 @@ pub async fn start(config: Config, leptos_options: LeptosOptions) -> anyhow::Res
     let config = Arc::new(config);
     let url = config.database.url.expose_secret().to_string();
     let db = Db::connect(&url, config.database.max_connections).await?;
+    // The reads every page makes (who is signed in, a page of jobs, the pools' rows), answered
+    // from memory while nothing is written, at most as stale as a cached page (`db::memo`).
+    db.read_memo()
+        .set_ttl(Duration::from_millis(config.server.page_cache_ms));
     if config.demo.seed && crate::seed::seed_catalog(&db, chrono::Utc::now()).await? {
         tracing::info!("seeded the demo pools, teams, users and templates");
     }

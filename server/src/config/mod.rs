@@ -121,7 +121,10 @@ pub struct ServerConfig {
     pub max_streams_per_user: usize,
     /// A page rendered for a session may be served again to that session for this many
     /// milliseconds, while no write finished and no other action came in (see
-    /// `http::page_cache`); 0 turns it off. At most 10000.
+    /// `http::page_cache`); 0 turns it off. At most 10000. The same bounds the reads that
+    /// every page makes (the signed-in user, a page of jobs, the pools' rows), answered to any
+    /// request while nothing was written (`db::memo`): what is written other than through
+    /// this process shows within it.
     pub page_cache_ms: u64,
     /// Reverse proxies whose `X-Forwarded-For` and `X-Forwarded-Host` are believed, as
     /// CIDRs (`10.0.0.0/8`, `::1/128`) or single addresses. Empty (the default): forwarded

@@ -11,7 +11,7 @@ pub struct EventRow {
 }
 
 /// What [`Db::page_of_jobs`] reads.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct JobPageRows {
     pub rows: Vec<JobRow>,
     /// How many jobs the filters select, on every page.
@@ -746,7 +746,31 @@ impl Db {
         let Some((sql, args)) = self.page_sql(q) else {
             return Ok(JobPageRows::default());
         };
-        let row = with_args(&sql, &args)
+        self.page_of_jobs_sql(q, &sql, &args).await
+    }
+
+    /// [`Db::page_of_jobs`] for a page or an API read: the same rows answered again while
+    /// nothing was written ([`Db::memo`], keyed by the statement and its arguments).
+    pub async fn page_of_jobs_memo(&self, q: &JobQuery) -> Result<JobPageRows> {
+        let Some((sql, args)) = self.page_sql(q) else {
+            return Ok(JobPageRows::default());
+        };
+        if q.limit > super::memo::MAX_ROWS as i64 {
+            return self.page_of_jobs_sql(q, &sql, &args).await;
+        }
+        // `after` is among the arguments when set; whether it is set changes what is read.
+        let key = format!("jobs {:?} {sql:?} {args:?}", q.after.is_some());
+        self.memo(key, || self.page_of_jobs_sql(q, &sql, &args))
+            .await
+    }
+
+    async fn page_of_jobs_sql(
+        &self,
+        q: &JobQuery,
+        sql: &str,
+        args: &[String],
+    ) -> Result<JobPageRows> {
+        let row = with_args(sql, args)
             .fetch_one(&self.pool)
             .await
             .map_err(map_err)?;

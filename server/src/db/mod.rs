@@ -5,6 +5,7 @@ mod audit;
 mod identity;
 mod jobs;
 mod logs;
+pub mod memo;
 pub mod migrations;
 mod notify;
 mod pools;
@@ -78,6 +79,8 @@ pub struct Db {
     postgres: bool,
     /// How many writes have completed through this handle and its clones (see [`Db::changes`]).
     changes: Arc<AtomicU64>,
+    /// Page reads kept while nothing was written (see [`memo`] and [`Db::memo`]).
+    memo: Arc<memo::ReadMemo>,
 }
 
 /// A write's fence: counts the write as done when dropped, after the statement it was borrowed
@@ -134,6 +137,7 @@ impl Db {
             pool,
             postgres: !sqlite,
             changes: Arc::default(),
+            memo: Arc::default(),
         };
         db.migrate().await?;
         Ok(db)
@@ -147,6 +151,34 @@ impl Db {
         self.changes.load(Ordering::SeqCst)
     }
 
+    /// The value `read` gives, or the one it gave for the same `key` while no write has
+    /// finished since (and within the memo's time to live, [`Db::read_memo`]): see [`memo`].
+    /// `key` must name everything the read depends on, its kind first (`viewer "alice"`).
+    pub(crate) async fn memo<T, F, Fut>(&self, key: String, read: F) -> Result<T>
+    where
+        T: Clone + Send + Sync + 'static,
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        if self.memo.ttl().is_zero() {
+            return read().await;
+        }
+        let began = self.changes();
+        if let Some(v) = self.memo.get::<T>(&key, began) {
+            return Ok(v);
+        }
+        let started = std::time::Instant::now();
+        let value = read().await?;
+        self.memo
+            .put(key, value.clone(), started, (began, self.changes()));
+        Ok(value)
+    }
+
+    /// The page reads' memo and its time to live (zero by default: off).
+    pub fn read_memo(&self) -> &memo::ReadMemo {
+        &self.memo
+    }
+
     /// The pool for one statement that writes; the write counts in [`Db::changes`] when the
     /// statement is done.
     pub(crate) fn write(&self) -> Written<'_> {
@@ -157,11 +189,16 @@ impl Db {
     }
 
     /// Commits a transaction from [`Db::begin_write`]; the write counts in [`Db::changes`]
-    /// once the commit has returned (a transaction dropped without one wrote nothing).
+    /// once the commit has returned or was given up (a transaction dropped without one wrote
+    /// nothing).
     async fn commit(&self, tx: sqlx::Transaction<'static, sqlx::Any>) -> Result<()> {
-        let done = tx.commit().await.map_err(map_err);
-        self.changes.fetch_add(1, Ordering::SeqCst);
-        done
+        // Counted when the commit returns, or when it is dropped on the way (a request whose
+        // client went away): it may have landed, and the count errs towards a change.
+        let _counts = Written {
+            pool: &self.pool,
+            changes: &self.changes,
+        };
+        tx.commit().await.map_err(map_err)
     }
 
     pub async fn migrate(&self) -> Result<()> {

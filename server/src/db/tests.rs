@@ -460,6 +460,116 @@ async fn writes_and_only_writes_move_the_change_count() {
     assert_eq!(db.changes(), c0 + 2, "a committed transaction");
 }
 
+/// [`Db::memo`]: off until given a time to live; then a read is answered again while no
+/// write has finished, read afresh (showing the write) after one, not kept when a write
+/// finished while it read, and read afresh once older than the time to live.
+#[tokio::test]
+async fn a_memoized_read_lasts_until_a_write_finishes() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let t = TestDb::sqlite();
+    let db = Db::connect(&t.url, 2).await.expect("connect");
+    crate::seed::seed_catalog(&db, Utc::now()).await.unwrap();
+    let reads = AtomicUsize::new(0);
+    let alice = || async {
+        reads.fetch_add(1, SeqCst);
+        db.get_viewer("alice").await
+    };
+    let key = || "viewer alice".to_string();
+    for _ in 0..2 {
+        db.memo(key(), alice).await.unwrap();
+    }
+    assert_eq!(reads.load(SeqCst), 2, "off by default: every call reads");
+
+    db.read_memo().set_ttl(std::time::Duration::from_secs(30));
+    let first = db.memo(key(), alice).await.unwrap().expect("alice");
+    let again = db.memo(key(), alice).await.unwrap().expect("alice");
+    assert_eq!(
+        reads.load(SeqCst),
+        3,
+        "the second call is answered from memory"
+    );
+    assert_eq!(again, first);
+    // Another key is another read.
+    let bob = db
+        .memo("viewer bob".into(), || db.get_viewer("bob"))
+        .await
+        .unwrap()
+        .expect("bob");
+    assert_ne!(bob.user, first.user);
+
+    // A write, then alice joins a team: the next read shows it.
+    db.insert_team("vision", "Vision", Utc::now())
+        .await
+        .unwrap();
+    db.insert_membership("alice", "vision", app::model::domain::Role::Member)
+        .await
+        .unwrap();
+    let after = db.memo(key(), alice).await.unwrap().expect("alice");
+    assert_eq!(
+        reads.load(SeqCst),
+        4,
+        "a write was finished since: read afresh"
+    );
+    assert!(
+        after.teams.iter().any(|m| m.team == "vision")
+            && !first.teams.iter().any(|m| m.team == "vision"),
+        "{first:?} then {after:?}"
+    );
+
+    // A write that finishes while a read runs: what it read is not kept. (A write first, so
+    // that the racing read is made at all.)
+    db.insert_team("speech", "Speech", Utc::now())
+        .await
+        .unwrap();
+    let racing = || async {
+        reads.fetch_add(1, SeqCst);
+        let v = db.get_viewer("alice").await;
+        db.insert_team("audio", "Audio", Utc::now()).await.unwrap();
+        v
+    };
+    db.memo(key(), racing).await.unwrap();
+    db.memo(key(), alice).await.unwrap();
+    assert_eq!(
+        reads.load(SeqCst),
+        6,
+        "the read a write overlapped was not kept"
+    );
+    db.memo(key(), alice).await.unwrap();
+    assert_eq!(reads.load(SeqCst), 6, "the read after it was");
+
+    // The store itself keeps nothing a write overlapped, and a caller behind the count
+    // neither gets what was kept at a later one nor drops it.
+    let memo = db.read_memo();
+    let c = db.changes();
+    let now = std::time::Instant::now();
+    memo.put("overlapped".into(), 1u32, now, (c, c + 1));
+    assert_eq!(memo.get::<u32>("overlapped", c), None);
+    memo.put("whole".into(), 2u32, now, (c, c));
+    assert_eq!(memo.get::<u32>("whole", c), Some(2));
+    assert_eq!(memo.get::<u32>("whole", c - 1), None);
+    assert_eq!(memo.get::<u32>("whole", c), Some(2));
+    assert_eq!(
+        memo.get::<String>("whole", c),
+        None,
+        "another type is not this read"
+    );
+
+    // Older than the time to live (counted from when the read began): read afresh.
+    db.read_memo().set_ttl(std::time::Duration::from_millis(40));
+    db.memo(key(), alice).await.unwrap();
+    let n = reads.load(SeqCst);
+    tokio::time::sleep(std::time::Duration::from_millis(80)).await;
+    db.memo(key(), alice).await.unwrap();
+    assert_eq!(reads.load(SeqCst), n + 1, "past the time to live");
+
+    // Zero turns it off again.
+    db.read_memo().set_ttl(std::time::Duration::ZERO);
+    for _ in 0..2 {
+        db.memo(key(), alice).await.unwrap();
+    }
+    assert_eq!(reads.load(SeqCst), n + 3);
+}
+
 /// SQLite's plan for a statement with its arguments, one line per step.
 async fn plan(db: &Db, (sql, args): (String, Vec<String>)) -> String {
     let explain = format!("EXPLAIN QUERY PLAN {sql}");

@@ -495,7 +495,11 @@ impl FromRequestParts<AppState> for Held {
         let id = session
             .id()
             .ok_or_else(|| ApiFailure(ApiError::unauthorized()))?;
-        match state.portal.viewer_by_id(&user).await? {
+        match state
+            .portal
+            .viewer_by_id_for(&user, parts.method.is_safe())
+            .await?
+        {
             Some(v) => Ok(Held(v, Credential::Session { id, user })),
             None => Err(ApiFailure(ApiError::unauthorized())),
         }
@@ -535,7 +539,8 @@ impl Credential {
                 if !(same_user && within) {
                     return Ok(None);
                 }
-                Ok(state.portal.viewer_by_id(user).await?)
+                // Asked again while a live stream is open, which only reads.
+                Ok(state.portal.viewer_by_id_for(user, true).await?)
             }
         }
     }

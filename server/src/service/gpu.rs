@@ -30,9 +30,12 @@ impl Portal {
         viewer: &Viewer,
         id: &str,
     ) -> Result<JobUtilization, Error> {
-        // The job and its last run in one statement: the panel is drawn with every job page.
-        let (row, last) =
-            Self::visible(viewer, id, self.db.job_and_last_interval(id), |(r, _)| r).await?;
+        // The job and its last run in one statement: the panel is drawn with every job page,
+        // and answered from memory while nothing was written (`db::memo`).
+        let read = self.db.memo(format!("job and last interval {id:?}"), || {
+            self.db.job_and_last_interval(id)
+        });
+        let (row, last) = Self::visible(viewer, id, read, |(r, _)| r).await?;
         let mut out = JobUtilization {
             job_id: row.id.clone(),
             available: false,
@@ -176,7 +179,7 @@ impl Portal {
         let now = self.cluster.now();
         let mut grids: Vec<PoolGrid> = self
             .db
-            .list_pools()
+            .memo("pools".into(), || self.db.list_pools())
             .await?
             .into_iter()
             .map(|p| PoolGrid {
@@ -192,10 +195,16 @@ impl Portal {
             })
             .collect();
         let mut metrics_note = None;
-        let running_since = self.db.open_interval_starts().await?;
+        // The grid's three reads are the same for every viewer until something is written.
+        let running_since = self
+            .db
+            .memo("open interval starts".into(), || {
+                self.db.open_interval_starts()
+            })
+            .await?;
         let held: Vec<JobRow> = self
             .db
-            .active_jobs()
+            .memo("active jobs".into(), || self.db.active_jobs())
             .await?
             .into_iter()
             .filter(|j| matches!(j.state, JobState::Admitted | JobState::Running))

@@ -140,6 +140,25 @@ impl Portal {
         Ok(self.db.get_viewer(user).await?)
     }
 
+    /// [`Portal::viewer_by_id`] for a request that only reads (`read_only`: a GET, a page
+    /// or an API read, which every page and API call makes): answered from memory while
+    /// nothing was written (`db::memo`). An action reads the database: what it may do follows
+    /// a role taken away even by a write other than through this process.
+    pub async fn viewer_by_id_for(
+        &self,
+        user: &str,
+        read_only: bool,
+    ) -> Result<Option<Viewer>, Error> {
+        if !read_only {
+            return self.viewer_by_id(user).await;
+        }
+        crate::input::single_line("user", user)?;
+        Ok(self
+            .db
+            .memo(format!("viewer {user:?}"), || self.db.get_viewer(user))
+            .await?)
+    }
+
     /// The signed-in user of this request. A page asks for it once per server function it
     /// renders (three or four times); with [`ViewerMemo`] in the request, as the router puts
     /// it, the session and the user are read once per request.
@@ -149,7 +168,7 @@ impl Portal {
         };
         let read = || async {
             match session::session_user(session, self.session_limits).await? {
-                Some(user) => self.viewer_by_id(&user).await,
+                Some(user) => self.viewer_by_id_for(&user, parts.method.is_safe()).await,
                 None => Ok(None),
             }
         };

@@ -257,7 +257,12 @@ impl Portal {
 
     /// A job as its own page shows it, read in one statement ([`crate::db::Db::job_detail`]).
     pub async fn get_job(&self, viewer: &Viewer, id: &str) -> Result<Job, Error> {
-        let d = Self::visible(viewer, id, self.db.job_detail(id), |d| &d.row).await?;
+        // The job page and the API read it on every load: answered from memory while nothing
+        // was written (`db::memo`); who may see it is checked on every call.
+        let detail = self
+            .db
+            .memo(format!("job {id:?}"), || self.db.job_detail(id));
+        let d = Self::visible(viewer, id, detail, |d| &d.row).await?;
         Ok(self
             .to_jobs(viewer, vec![(d.row, Some(d.more))])
             .await?
@@ -318,7 +323,7 @@ impl Portal {
             mut rows,
             total,
             newest,
-        } = self.db.page_of_jobs(&q).await?;
+        } = self.db.page_of_jobs_memo(&q).await?;
         let next_cursor = if rows.len() > limit as usize {
             rows.truncate(limit as usize);
             rows.last()

@@ -352,6 +352,55 @@ async fn a_request_reads_its_viewer_once() {
     assert!(v.teams.is_empty());
 }
 
+/// Across requests (`db::memo`): a GET's viewer is answered from memory while nothing was
+/// written through Gantry, even after a write around it; an action (a POST) reads the
+/// database, and so follows that write at once; a write through Gantry ends the memory.
+#[tokio::test]
+async fn an_action_reads_its_viewer_from_the_database() {
+    use crate::service::session::{SIGNED_IN_KEY, USER_KEY};
+    let db = TestDb::sqlite();
+    let f = Fixture::start(&db).await;
+    f.db.read_memo().set_ttl(std::time::Duration::from_secs(60));
+    let store = std::sync::Arc::new(tower_sessions::MemoryStore::default());
+    let session = tower_sessions::Session::new(None, store, None);
+    session.insert(USER_KEY, "alice").await.unwrap();
+    session
+        .insert(SIGNED_IN_KEY, chrono::Utc::now().timestamp_millis())
+        .await
+        .unwrap();
+    let name = async |method: http::Method| {
+        let (mut parts, ()) = http::Request::new(()).into_parts();
+        parts.method = method;
+        parts.extensions.insert(session.clone());
+        f.portal
+            .viewer(&parts)
+            .await
+            .unwrap()
+            .expect("alice is signed in")
+            .display_name
+    };
+    let before = name(http::Method::GET).await;
+    // Around Gantry (an operator's SQL): not counted as a write.
+    sqlx::query("UPDATE app_user SET display_name = 'Alice Renamed' WHERE user_id = 'alice'")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(name(http::Method::GET).await, before, "a read, from memory");
+    assert_eq!(
+        name(http::Method::POST).await,
+        "Alice Renamed",
+        "an action, from the database"
+    );
+    f.db.insert_team("vision", "Vision", chrono::Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(
+        name(http::Method::GET).await,
+        "Alice Renamed",
+        "after a write through Gantry, a read reads again"
+    );
+}
+
 /// A request's [`app::functions::RequestMemo`] keeps each key's first answer for the rest of
 /// the request (the job page's GPU panel is built two or three times per render on the
 /// server, and its later builds read the first's answer), also when the calls overlap;
