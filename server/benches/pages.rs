@@ -25,6 +25,9 @@
 //! to profile one page at a time (`ref` for the references), and `GANTRY_BENCH_PATH` adds
 //! another path (page `other`).
 //! `GANTRY_BENCH_DB_CONNECTIONS` sets the database pool's size (the default config's 8).
+//! `GANTRY_BENCH_WRITES_PER_S=n` writes to the database n times a second while it measures
+//! (an audit entry each; a busy cluster's job events are writes too), each write ending what
+//! both caches hold: the cached and rendered figures under that load.
 //! `GANTRY_BENCH_DUMP=dir` writes each page's bytes to `dir/0.html`, `dir/1.html`… in the order
 //! printed. `GANTRY_BENCH_RENDERED_ONLY=1` skips the cached figure (to profile rendering alone).
 //! `GANTRY_BENCH_LOG` is a tracing filter for the server's log on stderr: `sqlx::query=debug`
@@ -256,8 +259,28 @@ async fn run() -> anyhow::Result<()> {
         let _ = axum::serve(listener, router).await;
     });
 
+    let writes_per_s = env_or("GANTRY_BENCH_WRITES_PER_S", 0);
+    let writer = (writes_per_s > 0).then(|| {
+        let db = running.portal.db().clone();
+        tokio::spawn(async move {
+            let mut every =
+                tokio::time::interval(Duration::from_secs_f64(1.0 / writes_per_s as f64));
+            loop {
+                every.tick().await;
+                let entry = gantry::db::AuditEntry::new(
+                    "bench",
+                    "bench.write",
+                    "bench",
+                    chrono::Utc::now(),
+                );
+                if let Err(e) = db.append_audit(&entry).await {
+                    eprintln!("the background write failed: {e}");
+                }
+            }
+        })
+    });
     println!(
-        "pages: {} jobs visible to alice; {connections} connections, {seconds} s per figure, release build",
+        "pages: {} jobs visible to alice; {connections} connections, {seconds} s per figure, {writes_per_s} writes per second, release build",
         total["total"]
     );
     println!(
@@ -337,6 +360,9 @@ async fn run() -> anyhow::Result<()> {
                 String::new()
             }
         );
+    }
+    if let Some(w) = writer {
+        w.abort();
     }
     running.stop().await;
     Ok(())
