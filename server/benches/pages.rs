@@ -25,9 +25,10 @@
 //! to profile one page at a time (`ref` for the references), and `GANTRY_BENCH_PATH` adds
 //! another path (page `other`).
 //! `GANTRY_BENCH_DB_CONNECTIONS` sets the database pool's size (the default config's 8).
-//! `GANTRY_BENCH_WRITES_PER_S=n` writes to the database n times a second while it measures
-//! (an audit entry each; a busy cluster's job events are writes too), each write ending what
-//! both caches hold: the cached and rendered figures under that load.
+//! `GANTRY_BENCH_WRITES_PER_S=n` (at most 1000) writes to the database n times a second for
+//! the whole run, the static handler's figures and the references included (an audit entry
+//! each; a busy cluster's job events are writes too), each write ending what both caches hold:
+//! the cached and rendered figures under that load. The rate the writes reached is printed.
 //! `GANTRY_BENCH_DUMP=dir` writes each page's bytes to `dir/0.html`, `dir/1.html`… in the order
 //! printed. `GANTRY_BENCH_RENDERED_ONLY=1` skips the cached figure (to profile rendering alone).
 //! `GANTRY_BENCH_LOG` is a tracing filter for the server's log on stderr: `sqlx::query=debug`
@@ -260,11 +261,19 @@ async fn run() -> anyhow::Result<()> {
     });
 
     let writes_per_s = env_or("GANTRY_BENCH_WRITES_PER_S", 0);
+    anyhow::ensure!(
+        writes_per_s <= 1000,
+        "GANTRY_BENCH_WRITES_PER_S: at most 1000, got {writes_per_s}"
+    );
+    let written = Arc::new(AtomicU64::new(0));
+    let writes_began = Instant::now();
     let writer = (writes_per_s > 0).then(|| {
         let db = running.portal.db().clone();
+        let written = written.clone();
         tokio::spawn(async move {
             let mut every =
                 tokio::time::interval(Duration::from_secs_f64(1.0 / writes_per_s as f64));
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 every.tick().await;
                 let entry = gantry::db::AuditEntry::new(
@@ -273,8 +282,11 @@ async fn run() -> anyhow::Result<()> {
                     "bench",
                     chrono::Utc::now(),
                 );
-                if let Err(e) = db.append_audit(&entry).await {
-                    eprintln!("the background write failed: {e}");
+                match db.append_audit(&entry).await {
+                    Ok(()) => {
+                        written.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => eprintln!("the background write failed: {e}"),
                 }
             }
         })
@@ -363,6 +375,11 @@ async fn run() -> anyhow::Result<()> {
     }
     if let Some(w) = writer {
         w.abort();
+        let _ = w.await;
+        println!(
+            "background writes: {:.0} per second reached",
+            written.load(Ordering::Relaxed) as f64 / writes_began.elapsed().as_secs_f64()
+        );
     }
     running.stop().await;
     Ok(())

@@ -16,9 +16,11 @@
 //!   demo) shows within that, as the cached pages' own staleness (`server.page_cache_ms`,
 //!   which sets both; 0 turns both off).
 //!
-//! Only reads for requests that only read go through it: an action (any request but a GET)
-//! reads its viewer from the database (`Portal::viewer_by_id_for`), and a check that decides a
-//! write reads the database itself.
+//! The reads that go through it are those of pages and API reads; an action's reply (a
+//! cancelled job as it now is) may take one too, after its own write. Deciding what a request
+//! may do is not among them: an action (see `service::only_reads`) reads its viewer from the
+//! database (`Portal::viewer_by_id_for`), and a check that decides a write reads the
+//! database itself.
 
 use std::any::Any;
 use std::collections::HashMap;

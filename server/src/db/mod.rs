@@ -97,6 +97,16 @@ impl std::ops::Deref for Written<'_> {
     }
 }
 
+/// Counts a write in [`Db::changes`] when dropped: after the commit it was made for returned,
+/// or was given up.
+pub(crate) struct Counted<'a>(pub(crate) &'a AtomicU64);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 impl Drop for Written<'_> {
     fn drop(&mut self) {
         self.changes.fetch_add(1, Ordering::SeqCst);
@@ -193,11 +203,9 @@ impl Db {
     /// nothing).
     async fn commit(&self, tx: sqlx::Transaction<'static, sqlx::Any>) -> Result<()> {
         // Counted when the commit returns, or when it is dropped on the way (a request whose
-        // client went away): it may have landed, and the count errs towards a change.
-        let _counts = Written {
-            pool: &self.pool,
-            changes: &self.changes,
-        };
+        // client went away): it may have landed. (If it lands only after, a read between is
+        // kept until the next write or for the memo's time to live at most.)
+        let _counts = Counted(&self.changes);
         tx.commit().await.map_err(map_err)
     }
 

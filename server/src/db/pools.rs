@@ -17,9 +17,9 @@ pub struct QuotaWrite {
 
 impl QuotaWrite {
     pub async fn commit(self) -> Result<()> {
-        let done = self.tx.commit().await.map_err(map_err);
-        self.changes.fetch_add(1, Ordering::SeqCst);
-        done
+        // Counted when the commit returns or is dropped on the way, as `Db::commit` is.
+        let _counts = Counted(&self.changes);
+        self.tx.commit().await.map_err(map_err)
     }
     pub async fn rollback(self) -> Result<()> {
         self.tx.rollback().await.map_err(map_err)

@@ -527,13 +527,16 @@ async fn a_memoized_read_lasts_until_a_write_finishes() {
         db.insert_team("audio", "Audio", Utc::now()).await.unwrap();
         v
     };
+    let at = db.changes();
     db.memo(key(), racing).await.unwrap();
-    db.memo(key(), alice).await.unwrap();
+    assert_eq!(reads.load(SeqCst), 5);
     assert_eq!(
-        reads.load(SeqCst),
-        6,
-        "the read a write overlapped was not kept"
+        db.read_memo().get::<Option<app::model::Viewer>>(&key(), at),
+        None,
+        "the read a write overlapped was not kept, even at the count it began at"
     );
+    db.memo(key(), alice).await.unwrap();
+    assert_eq!(reads.load(SeqCst), 6);
     db.memo(key(), alice).await.unwrap();
     assert_eq!(reads.load(SeqCst), 6, "the read after it was");
 

@@ -497,7 +497,10 @@ impl FromRequestParts<AppState> for Held {
             .ok_or_else(|| ApiFailure(ApiError::unauthorized()))?;
         match state
             .portal
-            .viewer_by_id_for(&user, parts.method.is_safe())
+            .viewer_by_id_for(
+                &user,
+                crate::service::only_reads(&parts.method, parts.uri.path()),
+            )
             .await?
         {
             Some(v) => Ok(Held(v, Credential::Session { id, user })),

@@ -216,39 +216,6 @@ fn may_be_page(method: &Method, path: &str) -> bool {
             .is_some_and(|last| last.contains('.'))
 }
 
-/// The server functions that only read. A hydrated page calls some at once (the notification
-/// list in the top bar, for one); counted as actions, they made every entry stale, so that a
-/// browser's reload was never answered from the cache. Should one of them write after all, the
-/// database's change count still makes the entries stale; every other POST is an action.
-fn reads_only(path: &str) -> bool {
-    use app::functions::*;
-    use leptos::server_fn::ServerFn;
-    const READS: &[&str] = &[
-        GetViewer::PATH,
-        GetSignInOptions::PATH,
-        ListApiTokens::PATH,
-        GetHome::PATH,
-        ListTemplates::PATH,
-        TemplatesPage::PATH,
-        ListPools::PATH,
-        CheckLaunch::PATH,
-        AdminQuotas::PATH,
-        PreviewQuota::PATH,
-        AuditRecords::PATH,
-        ManifestsAvailable::PATH,
-        ListJobs::PATH,
-        GetJob::PATH,
-        GetJobLogs::PATH,
-        GetNotifications::PATH,
-        GetNotificationSettings::PATH,
-        GetWebhookDeliveries::PATH,
-        GetUsage::PATH,
-        GetJobUtilization::PATH,
-        GetPoolGrids::PATH,
-    ];
-    READS.contains(&path)
-}
-
 /// Middleware (inside the session layer): answers a page from the cache when it may, and
 /// keeps a page it renders.
 pub async fn page_cache(
@@ -258,8 +225,7 @@ pub async fn page_cache(
 ) -> Response {
     let cache = &state.pages;
     if !may_be_page(req.method(), req.uri().path()) {
-        let action = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS)
-            && !reads_only(req.uri().path());
+        let action = !crate::service::only_reads(req.method(), req.uri().path());
         let res = next.run(req).await;
         if action {
             // After the action is done: a page rendered while it ran is stale.

@@ -140,10 +140,11 @@ impl Portal {
         Ok(self.db.get_viewer(user).await?)
     }
 
-    /// [`Portal::viewer_by_id`] for a request that only reads (`read_only`: a GET, a page
-    /// or an API read, which every page and API call makes): answered from memory while
-    /// nothing was written (`db::memo`). An action reads the database: what it may do follows
-    /// a role taken away even by a write other than through this process.
+    /// [`Portal::viewer_by_id`] for a request that only reads (`read_only`, see
+    /// [`super::only_reads`]: a page, an API read, a server function that only reads):
+    /// answered from memory while nothing was written (`db::memo`). An action reads the
+    /// database: what it may do follows a role taken away even by a write other than through
+    /// this process.
     pub async fn viewer_by_id_for(
         &self,
         user: &str,
@@ -168,7 +169,10 @@ impl Portal {
         };
         let read = || async {
             match session::session_user(session, self.session_limits).await? {
-                Some(user) => self.viewer_by_id_for(&user, parts.method.is_safe()).await,
+                Some(user) => {
+                    let read_only = super::only_reads(&parts.method, parts.uri.path());
+                    self.viewer_by_id_for(&user, read_only).await
+                }
                 None => Ok(None),
             }
         };

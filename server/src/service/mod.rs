@@ -185,5 +185,49 @@ impl Portal {
     }
 }
 
+/// Whether a request only reads: a GET, HEAD or OPTIONS, or a POST to a server function that
+/// only reads. The page cache counts any other as an action (its pages go stale), and such a
+/// request reads its viewer from the database, not from `db::memo`
+/// ([`Portal::viewer_by_id_for`]).
+pub fn only_reads(method: &http::Method, path: &str) -> bool {
+    matches!(
+        *method,
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+    ) || reads_only(path)
+}
+
+/// The server functions that only read. A hydrated page calls some at once (the notification
+/// list in the top bar, for one); counted as actions, they made every entry stale, so that a
+/// browser's reload was never answered from the cache. Should one of them write after all, the
+/// database's change count still makes the entries stale; every other POST is an action.
+fn reads_only(path: &str) -> bool {
+    use app::functions::*;
+    use leptos::server_fn::ServerFn;
+    const READS: &[&str] = &[
+        GetViewer::PATH,
+        GetSignInOptions::PATH,
+        ListApiTokens::PATH,
+        GetHome::PATH,
+        ListTemplates::PATH,
+        TemplatesPage::PATH,
+        ListPools::PATH,
+        CheckLaunch::PATH,
+        AdminQuotas::PATH,
+        PreviewQuota::PATH,
+        AuditRecords::PATH,
+        ManifestsAvailable::PATH,
+        ListJobs::PATH,
+        GetJob::PATH,
+        GetJobLogs::PATH,
+        GetNotifications::PATH,
+        GetNotificationSettings::PATH,
+        GetWebhookDeliveries::PATH,
+        GetUsage::PATH,
+        GetJobUtilization::PATH,
+        GetPoolGrids::PATH,
+    ];
+    READS.contains(&path)
+}
+
 #[cfg(test)]
 mod tests;

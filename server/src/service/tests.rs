@@ -368,9 +368,10 @@ async fn an_action_reads_its_viewer_from_the_database() {
         .insert(SIGNED_IN_KEY, chrono::Utc::now().timestamp_millis())
         .await
         .unwrap();
-    let name = async |method: http::Method| {
+    let name = async |method: http::Method, path: &str| {
         let (mut parts, ()) = http::Request::new(()).into_parts();
         parts.method = method;
+        parts.uri = path.parse().unwrap();
         parts.extensions.insert(session.clone());
         f.portal
             .viewer(&parts)
@@ -379,15 +380,30 @@ async fn an_action_reads_its_viewer_from_the_database() {
             .expect("alice is signed in")
             .display_name
     };
-    let before = name(http::Method::GET).await;
+    use leptos::server_fn::ServerFn;
+    // A server function that only reads (a page calls it as it hydrates), and one that acts.
+    let (reads, acts) = (
+        app::functions::GetNotifications::PATH,
+        app::functions::CancelJob::PATH,
+    );
+    let before = name(http::Method::GET, "/jobs").await;
     // Around Gantry (an operator's SQL): not counted as a write.
     sqlx::query("UPDATE app_user SET display_name = 'Alice Renamed' WHERE user_id = 'alice'")
         .execute(f.db.pool())
         .await
         .unwrap();
-    assert_eq!(name(http::Method::GET).await, before, "a read, from memory");
     assert_eq!(
-        name(http::Method::POST).await,
+        name(http::Method::GET, "/jobs").await,
+        before,
+        "a page, from memory"
+    );
+    assert_eq!(
+        name(http::Method::POST, reads).await,
+        before,
+        "a server function that only reads, from memory"
+    );
+    assert_eq!(
+        name(http::Method::POST, acts).await,
         "Alice Renamed",
         "an action, from the database"
     );
@@ -395,7 +411,7 @@ async fn an_action_reads_its_viewer_from_the_database() {
         .await
         .unwrap();
     assert_eq!(
-        name(http::Method::GET).await,
+        name(http::Method::GET, "/jobs").await,
         "Alice Renamed",
         "after a write through Gantry, a read reads again"
     );
