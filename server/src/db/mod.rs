@@ -87,7 +87,7 @@ pub struct Db {
 /// for has completed (a temporary lives to the end of its statement, past the `.await`).
 pub(crate) struct Written<'a> {
     pool: &'a AnyPool,
-    changes: &'a AtomicU64,
+    _counted: Counted<'a>,
 }
 
 impl std::ops::Deref for Written<'_> {
@@ -97,19 +97,13 @@ impl std::ops::Deref for Written<'_> {
     }
 }
 
-/// Counts a write in [`Db::changes`] when dropped: after the commit it was made for returned,
-/// or was given up.
+/// Counts a write in [`Db::changes`] when dropped: after the statement or commit it was made
+/// for returned, or was given up.
 pub(crate) struct Counted<'a>(pub(crate) &'a AtomicU64);
 
 impl Drop for Counted<'_> {
     fn drop(&mut self) {
         self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-impl Drop for Written<'_> {
-    fn drop(&mut self) {
-        self.changes.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -194,7 +188,7 @@ impl Db {
     pub(crate) fn write(&self) -> Written<'_> {
         Written {
             pool: &self.pool,
-            changes: &self.changes,
+            _counted: Counted(&self.changes),
         }
     }
 

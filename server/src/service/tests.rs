@@ -295,13 +295,9 @@ async fn the_live_stream_shows_only_what_the_viewer_may_see() {
     db.drop_database().await;
 }
 
-/// A page asks for its viewer once per server function it renders; with the request's
-/// `ViewerMemo` the session and the user are read once, and a later request reads them again.
-#[tokio::test]
-async fn a_request_reads_its_viewer_once() {
+/// A session in memory, signed in as alice just now.
+async fn alice_signed_in() -> tower_sessions::Session {
     use crate::service::session::{SIGNED_IN_KEY, USER_KEY};
-    let db = TestDb::sqlite();
-    let f = Fixture::start(&db).await;
     let store = std::sync::Arc::new(tower_sessions::MemoryStore::default());
     let session = tower_sessions::Session::new(None, store, None);
     session.insert(USER_KEY, "alice").await.unwrap();
@@ -309,6 +305,16 @@ async fn a_request_reads_its_viewer_once() {
         .insert(SIGNED_IN_KEY, chrono::Utc::now().timestamp_millis())
         .await
         .unwrap();
+    session
+}
+
+/// A page asks for its viewer once per server function it renders; with the request's
+/// `ViewerMemo` the session and the user are read once, and a later request reads them again.
+#[tokio::test]
+async fn a_request_reads_its_viewer_once() {
+    let db = TestDb::sqlite();
+    let f = Fixture::start(&db).await;
+    let session = alice_signed_in().await;
     let request = |memo: Option<crate::service::ViewerMemo>| {
         let (mut parts, ()) = http::Request::new(()).into_parts();
         parts.extensions.insert(session.clone());
@@ -357,17 +363,10 @@ async fn a_request_reads_its_viewer_once() {
 /// database, and so follows that write at once; a write through Gantry ends the memory.
 #[tokio::test]
 async fn an_action_reads_its_viewer_from_the_database() {
-    use crate::service::session::{SIGNED_IN_KEY, USER_KEY};
     let db = TestDb::sqlite();
     let f = Fixture::start(&db).await;
     f.db.read_memo().set_ttl(std::time::Duration::from_secs(60));
-    let store = std::sync::Arc::new(tower_sessions::MemoryStore::default());
-    let session = tower_sessions::Session::new(None, store, None);
-    session.insert(USER_KEY, "alice").await.unwrap();
-    session
-        .insert(SIGNED_IN_KEY, chrono::Utc::now().timestamp_millis())
-        .await
-        .unwrap();
+    let session = alice_signed_in().await;
     let name = async |method: http::Method, path: &str| {
         let (mut parts, ()) = http::Request::new(()).into_parts();
         parts.method = method;
