@@ -93,7 +93,12 @@ pub fn spawn_event_writer_every(
         let mut due = false;
         let mut events_since = false;
         let mut last_sync = tokio::time::Instant::now();
-        let mut tick = tokio::time::interval(every.period);
+        // The first periodic comparison one period from now: an interval's first tick is at
+        // once, and taken after the first request it was a second comparison right after the
+        // first, repairing whatever a caller changed meanwhile (a test that waits for the
+        // first pass and then changes the database saw it, under load).
+        let mut tick =
+            tokio::time::interval_at(tokio::time::Instant::now() + every.period, every.period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
