@@ -42,20 +42,25 @@ where
 /// A state as a coloured badge that also carries the word (never colour alone).
 #[component]
 pub fn StateBadge(state: JobState) -> impl IntoView {
-    let icon = match state {
-        JobState::Queued => "◷",
-        JobState::Admitted => "◔",
-        JobState::Running => "▶",
-        JobState::Succeeded => "✓",
-        JobState::Failed => "✕",
-        JobState::Cancelled => "⊘",
-    };
+    let icon = state_icon(state);
     view! {
         <span class=state.badge_class() data-state=state.as_str()>
             <span aria-hidden="true">{icon}</span>
             " "
             {state.as_str()}
         </span>
+    }
+}
+
+/// The sign a state's badge carries beside its word.
+pub fn state_icon(state: JobState) -> &'static str {
+    match state {
+        JobState::Queued => "◷",
+        JobState::Admitted => "◔",
+        JobState::Running => "▶",
+        JobState::Succeeded => "✓",
+        JobState::Failed => "✕",
+        JobState::Cancelled => "⊘",
     }
 }
 

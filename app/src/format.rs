@@ -122,6 +122,24 @@ pub fn query_value(v: &str) -> String {
     out
 }
 
+/// `s` written into `out` as HTML text or a quoted attribute value: `&`, `<`, `>`, `"` and `'`
+/// escaped, nothing else changed.
+pub fn escape_html_into(out: &mut String, s: &str) {
+    let mut rest = s;
+    while let Some(i) = rest.find(['&', '<', '>', '"', '\'']) {
+        out.push_str(&rest[..i]);
+        out.push_str(match rest.as_bytes()[i] {
+            b'&' => "&amp;",
+            b'<' => "&lt;",
+            b'>' => "&gt;",
+            b'"' => "&quot;",
+            _ => "&#39;",
+        });
+        rest = &rest[i + 1..];
+    }
+    out.push_str(rest);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use crate::app::{use_viewer, Authed};
-use crate::components::{loaded, Ago, PageError, Progress, StateBadge};
+use crate::components::{loaded, PageError, Progress};
 use crate::format;
 use crate::functions::{list_jobs, list_pools, JobsPageQuery};
 use crate::live::{throttle, use_live};
@@ -313,17 +313,17 @@ fn JobTable(
             </thead>
             <tbody>
                 <For
-                    each=move || list.with(|l| l.jobs.clone())
-                    key=row_key
-                    children=move |j: Job| {
-                        let cancel = cancel_button(&j);
-                        let progress = Progress::of(&j);
-                        // The row's own copy of the job: its fields move into the view.
-                        let Job { id, name, template, user, team, pool, gpus, state, created_at, .. } = j;
+                    // A row's copy holds only what it shows: a whole job (its reason, events and
+                    // parameters) cloned for each of 50 rows was work on every page.
+                    each=move || list.with(|l| l.jobs.iter().map(Row::of).collect::<Vec<_>>())
+                    key=Row::key
+                    children=move |r: Row| {
+                        let Row { id, name, template, user, team, pool, gpus, state, created_at, progress, cancel, .. } = r;
+                        let cancel = cancel.as_ref().map(cancel_button);
                         let team = show_team.then_some(team);
                         view! {
                             <tr data-testid=format!("job-row-{id}") data-state=state.as_str()>
-                                <td><StateBadge state=state/></td>
+                                <td inner_html=badge_html(state)></td>
                                 <td><a href=format!("/jobs/{id}")>{name}</a></td>
                                 <td>{template}</td>
                                 <td>{user}</td>
@@ -331,7 +331,8 @@ fn JobTable(
                                 <td class="num">{format::gpus_nodes(gpus)}</td>
                                 <td>{pool}</td>
                                 <td class="num">{move || progress.text(live.now_or(page_now))}</td>
-                                <td>{move || view! { <Ago now=live.now_or(page_now) at=created_at/> }}</td>
+                                // Only the words move with the clock; the element stays.
+                                <td><time datetime=created_at.to_rfc3339() title=format::absolute(created_at)>{move || format::ago(live.now_or(page_now), created_at)}</time></td>
                                 <td>{cancel}</td>
                             </tr>
                         }
@@ -346,13 +347,86 @@ fn JobTable(
     }
 }
 
-/// A row is drawn again when what it shows changed.
-fn row_key(j: &Job) -> (String, JobState, Option<u32>, bool, bool) {
-    (
-        j.id.clone(),
-        j.state,
-        j.queue_position,
-        j.can_cancel,
-        j.admitted_at.is_some(),
+/// What a row of the table shows of a job.
+#[derive(Clone)]
+struct Row {
+    id: String,
+    name: String,
+    template: String,
+    user: String,
+    team: String,
+    pool: String,
+    gpus: u32,
+    state: JobState,
+    created_at: chrono::DateTime<chrono::Utc>,
+    progress: Progress,
+    /// Set when the viewer may cancel it: what the Cancel button asks about.
+    cancel: Option<Job>,
+    key: (String, JobState, Option<u32>, bool, bool),
+}
+
+impl Row {
+    fn of(j: &Job) -> Row {
+        Row {
+            id: j.id.clone(),
+            name: j.name.clone(),
+            template: j.template.clone(),
+            user: j.user.clone(),
+            team: j.team.clone(),
+            pool: j.pool.clone(),
+            gpus: j.gpus,
+            state: j.state,
+            created_at: j.created_at,
+            progress: Progress::of(j),
+            cancel: j.can_cancel.then(|| j.clone()),
+            key: (
+                j.id.clone(),
+                j.state,
+                j.queue_position,
+                j.can_cancel,
+                j.admitted_at.is_some(),
+            ),
+        }
+    }
+
+    /// A row is drawn again when what it shows changed.
+    fn key(&self) -> (String, JobState, Option<u32>, bool, bool) {
+        self.key.clone()
+    }
+}
+
+/// A state's badge, as [`crate::components::StateBadge`] draws it, written as HTML.
+fn badge_html(state: JobState) -> String {
+    format!(
+        r#"<span class="{}" data-state="{}"><span aria-hidden="true">{}</span> {}</span>"#,
+        state.badge_class(),
+        state.as_str(),
+        crate::components::state_icon(state),
+        state.as_str()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The badge a row writes as HTML is the one `StateBadge` draws: its class, its state,
+    /// its sign (hidden from screen readers) and its word, for every state.
+    #[test]
+    fn a_rows_badge_is_the_state_badge() {
+        for s in JobState::ALL {
+            assert_eq!(
+                badge_html(s),
+                format!(
+                    r#"<span class="badge state-{0}" data-state="{0}"><span aria-hidden="true">{1}</span> {0}</span>"#,
+                    s.as_str(),
+                    crate::components::state_icon(s)
+                )
+            );
+        }
+        assert_eq!(
+            badge_html(JobState::Running),
+            r#"<span class="badge state-running" data-state="running"><span aria-hidden="true">▶</span> running</span>"#
+        );
+    }
 }
