@@ -238,8 +238,13 @@ impl Db {
         user: &str,
         limit: i64,
     ) -> Result<(Vec<NotificationRow>, u32)> {
+        // One statement, so the items and the count come from one snapshot (two read apart
+        // could list none of a notification the count already holds). No row means the user
+        // has no notification at all, so none unread.
         let rows = sqlx::query(
-            "SELECT notification_id, job_id, event, at, message, browser, read_at FROM notification \
+            "SELECT notification_id, job_id, event, at, message, browser, read_at, \
+             (SELECT COUNT(*) FROM notification WHERE user_id = $1 AND read_at IS NULL) AS unread \
+             FROM notification \
              WHERE user_id = $1 ORDER BY at DESC, notification_id DESC LIMIT $2",
         )
         .bind(user)
@@ -247,14 +252,10 @@ impl Db {
         .fetch_all(&self.pool)
         .await
         .map_err(map_err)?;
-        let unread: i64 = sqlx::query(
-            "SELECT COUNT(*) AS n FROM notification WHERE user_id = $1 AND read_at IS NULL",
-        )
-        .bind(user)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(map_err)?
-        .try_get("n")?;
+        let unread: i64 = match rows.first() {
+            Some(r) => r.try_get("unread")?,
+            None => 0,
+        };
         let items = rows
             .iter()
             .map(|r| {
