@@ -39,7 +39,8 @@ where
     out
 }
 
-/// A state as a coloured badge that also carries the word (never colour alone).
+/// A state as a coloured badge that also carries the word (never colour alone). Its markup
+/// is written once more as text by [`state_badge_html`]: keep the two alike.
 #[component]
 pub fn StateBadge(state: JobState) -> impl IntoView {
     let icon = state_icon(state);
@@ -62,6 +63,18 @@ pub fn state_icon(state: JobState) -> &'static str {
         JobState::Failed => "✕",
         JobState::Cancelled => "⊘",
     }
+}
+
+/// A state's badge as [`StateBadge`] draws it, written as HTML: for a cell set through
+/// `inner_html`, where a component per row of a long table is work on every page.
+pub fn state_badge_html(state: JobState) -> String {
+    format!(
+        r#"<span class="{}" data-state="{}"><span aria-hidden="true">{}</span> {}</span>"#,
+        state.badge_class(),
+        state.as_str(),
+        state_icon(state),
+        state.as_str()
+    )
 }
 
 /// "12 min ago" with the absolute time on hover.
@@ -95,6 +108,16 @@ impl Progress {
             admitted_at: job.admitted_at,
             finished_at: job.finished_at,
         }
+    }
+
+    /// Its place in its pool's queue, while queued.
+    pub fn queue_position(self) -> Option<u32> {
+        self.queue_position
+    }
+
+    /// Whether it has been admitted.
+    pub fn admitted(self) -> bool {
+        self.admitted_at.is_some()
     }
 
     pub fn text(self, now: DateTime<Utc>) -> String {
@@ -207,5 +230,30 @@ pub fn ErrorBox(err: ApiError) -> impl IntoView {
             <p>{err.message.clone()}</p>
             {hint.map(|(label, href)| view! { <a href=href>{label}</a> })}
         </div>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The badge a row writes as HTML is the one `StateBadge` draws: its class, its state,
+    /// its sign (hidden from screen readers) and its word, for every state.
+    #[test]
+    fn a_rows_badge_is_the_state_badge() {
+        for s in JobState::ALL {
+            assert_eq!(
+                state_badge_html(s),
+                format!(
+                    r#"<span class="badge state-{0}" data-state="{0}"><span aria-hidden="true">{1}</span> {0}</span>"#,
+                    s.as_str(),
+                    state_icon(s)
+                )
+            );
+        }
+        assert_eq!(
+            state_badge_html(JobState::Running),
+            r#"<span class="badge state-running" data-state="running"><span aria-hidden="true">▶</span> running</span>"#
+        );
     }
 }

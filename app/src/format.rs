@@ -140,6 +140,13 @@ pub fn escape_html_into(out: &mut String, s: &str) {
     out.push_str(rest);
 }
 
+/// `s` as HTML text or a quoted attribute value (see [`escape_html_into`]).
+pub fn escape_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    escape_html_into(&mut out, s);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

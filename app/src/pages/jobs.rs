@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use crate::app::{use_viewer, Authed};
-use crate::components::{loaded, PageError, Progress};
+use crate::components::{loaded, state_badge_html, PageError, Progress};
 use crate::format;
 use crate::functions::{list_jobs, list_pools, JobsPageQuery};
 use crate::live::{throttle, use_live};
@@ -323,7 +323,7 @@ fn JobTable(
                         let team = show_team.then_some(team);
                         view! {
                             <tr data-testid=format!("job-row-{id}") data-state=state.as_str()>
-                                <td inner_html=badge_html(state)></td>
+                                <td inner_html=state_badge_html(state)></td>
                                 <td><a href=format!("/jobs/{id}")>{name}</a></td>
                                 <td>{template}</td>
                                 <td>{user}</td>
@@ -362,7 +362,6 @@ struct Row {
     progress: Progress,
     /// Set when the viewer may cancel it: what the Cancel button asks about.
     cancel: Option<Job>,
-    key: (String, JobState, Option<u32>, bool, bool),
 }
 
 impl Row {
@@ -379,54 +378,17 @@ impl Row {
             created_at: j.created_at,
             progress: Progress::of(j),
             cancel: j.can_cancel.then(|| j.clone()),
-            key: (
-                j.id.clone(),
-                j.state,
-                j.queue_position,
-                j.can_cancel,
-                j.admitted_at.is_some(),
-            ),
         }
     }
 
     /// A row is drawn again when what it shows changed.
     fn key(&self) -> (String, JobState, Option<u32>, bool, bool) {
-        self.key.clone()
-    }
-}
-
-/// A state's badge, as [`crate::components::StateBadge`] draws it, written as HTML.
-fn badge_html(state: JobState) -> String {
-    format!(
-        r#"<span class="{}" data-state="{}"><span aria-hidden="true">{}</span> {}</span>"#,
-        state.badge_class(),
-        state.as_str(),
-        crate::components::state_icon(state),
-        state.as_str()
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The badge a row writes as HTML is the one `StateBadge` draws: its class, its state,
-    /// its sign (hidden from screen readers) and its word, for every state.
-    #[test]
-    fn a_rows_badge_is_the_state_badge() {
-        for s in JobState::ALL {
-            assert_eq!(
-                badge_html(s),
-                format!(
-                    r#"<span class="badge state-{0}" data-state="{0}"><span aria-hidden="true">{1}</span> {0}</span>"#,
-                    s.as_str(),
-                    crate::components::state_icon(s)
-                )
-            );
-        }
-        assert_eq!(
-            badge_html(JobState::Running),
-            r#"<span class="badge state-running" data-state="running"><span aria-hidden="true">▶</span> running</span>"#
-        );
+        (
+            self.id.clone(),
+            self.state,
+            self.progress.queue_position(),
+            self.cancel.is_some(),
+            self.progress.admitted(),
+        )
     }
 }

@@ -354,13 +354,14 @@ fn sign_in_refused(
 }
 
 fn sign_in_failed(state: &AppState, e: &SignInError) -> Response {
+    use app::format::escape_html;
     let body = format!(
         r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"/><meta name="viewport" content="width=device-width, initial-scale=1"/><title>Sign-in failed · Gantry</title><link rel="stylesheet" href="{}"/></head>
 <body><header class="topbar"><a class="brand" href="/">Gantry</a></header><main>
 <section class="panel narrow" data-testid="sign-in-failed"><h1>Sign-in failed</h1><p>{}</p>
 <p><a class="button primary" href="/auth/login">Sign in again</a> <a href="/">Home</a></p></section></main></body></html>"#,
-        html_escape(&crate::http::assets::stylesheet_href(&state.leptos_options)),
-        html_escape(&e.to_string())
+        escape_html(&crate::http::assets::stylesheet_href(&state.leptos_options)),
+        escape_html(&e.to_string())
     );
     // Its own policy, so it is not taken for a page that lost its nonce (startup.rs).
     let policy = [(
@@ -368,13 +369,6 @@ fn sign_in_failed(state: &AppState, e: &SignInError) -> Response {
         crate::http::SCRIPTLESS_POLICY,
     )];
     (e.status(), policy, Html(body)).into_response()
-}
-
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// `POST /auth/logout`: ends the session here, then at the provider when it offers
