@@ -4,13 +4,16 @@
 CARGO_LEPTOS_VERSION := 0.3.10
 WASM_BINDGEN_VERSION := 0.2.130
 # cargo-leptos builds debug with this flag; using it for cargo test too reuses that build.
-# make release and make bench keep it too, on purpose: without it a page renders about 10-20 %
-# faster (page bench, 2026-12-05), but the wasm is 2.97 MB (786 KB brotli) instead of
-# 2.16 MB (530 KB), and the bench measures what make release ships.
+# make release and make bench keep it too, on purpose. Without it (server and wasm alike) the
+# page bench measured the Jobs page 8-26 % and a job page 3-12 % faster, home and Pools within
+# its noise (two rounds of alternating runs, 2026-12-06), for a wasm of 3.09 MB, 965 KB as
+# served (brotli), against 2.23 MB, 640 KB: not worth it while no page reaches the goal by it.
+# Server and wasm must be built alike: with it the server writes a hydration marker (<!>) at
+# each component boundary that it does not write without it (page bench dumps, 2026-12-06).
 export RUSTFLAGS := --cfg erase_components
 E2E_PORT ?= 3100
 
-.PHONY: run test bench release setup setup-browser setup-prometheus build lint unit e2e
+.PHONY: run test bench release setup setup-browser setup-prometheus build lint unit e2e e2e-release
 
 ## run: build and start Gantry on the embedded default at http://127.0.0.1:3000
 run: setup build
@@ -67,3 +70,9 @@ unit:
 
 e2e:
 	cd end2end && GANTRY_E2E_PORT=$(E2E_PORT) npx playwright test
+
+## e2e-release: the browser tests against make release's server and site (the build that
+## ships, its wasm through wasm-opt). It writes the release site into target/site, over the
+## debug one
+e2e-release: setup-browser release
+	cd end2end && GANTRY_E2E_PORT=$(E2E_PORT) GANTRY_E2E_BIN=../target/release/gantry npx playwright test

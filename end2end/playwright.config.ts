@@ -11,6 +11,8 @@ const kubeDb = `/tmp/gantry-e2e-${kubePort}.db`;
 export const oidcPort = port + 2;
 export const idpPort = port + 3;
 const oidcDb = `/tmp/gantry-e2e-${oidcPort}.db`;
+// The server under test: the debug build by default; `make e2e-release` names the release one.
+const bin = process.env.GANTRY_E2E_BIN || "../target/debug/gantry";
 
 export default defineConfig({
   testDir: "./tests",
@@ -49,7 +51,7 @@ export default defineConfig({
   ],
   webServer: [
     {
-      command: `rm -f ${db} ${db}-shm ${db}-wal && exec ../target/debug/gantry`,
+      command: `rm -f ${db} ${db}-shm ${db}-wal && exec "${bin}"`,
       url: `http://127.0.0.1:${port}/healthz`,
       reuseExistingServer: false,
       timeout: 60_000,
@@ -66,7 +68,7 @@ export default defineConfig({
       },
     },
     {
-      command: `rm -f ${kubeDb} ${kubeDb}-shm ${kubeDb}-wal && exec ../target/debug/gantry`,
+      command: `rm -f ${kubeDb} ${kubeDb}-shm ${kubeDb}-wal && exec "${bin}"`,
       url: `http://127.0.0.1:${kubePort}/healthz`,
       reuseExistingServer: false,
       timeout: 60_000,
@@ -94,7 +96,7 @@ export default defineConfig({
       env: { OIDC_PORT: String(idpPort), GANTRY_URL: `http://127.0.0.1:${oidcPort}` },
     },
     {
-      command: `rm -f ${oidcDb} ${oidcDb}-shm ${oidcDb}-wal && exec ../target/debug/gantry`,
+      command: `rm -f ${oidcDb} ${oidcDb}-shm ${oidcDb}-wal && exec "${bin}"`,
       url: `http://127.0.0.1:${oidcPort}/healthz`,
       reuseExistingServer: false,
       timeout: 60_000,
