@@ -68,11 +68,17 @@ fn JobDetail() -> impl IntoView {
     // A fresh key for each job the page shows: the page stays when the browser goes from a
     // job to its re-run, and a key kept across them would give back the first re-run.
     let key = StoredValue::new(String::new());
+    let confirming = RwSignal::new(false);
     Effect::new(move |_| {
         let _ = id();
         key.set_value(crate::pages::launch_form::new_idempotency_key());
+        confirming.set(false);
     });
-    provide_context(RerunAction { action: rerun, key });
+    provide_context(RerunAction {
+        action: rerun,
+        key,
+        confirming,
+    });
     view! {
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {

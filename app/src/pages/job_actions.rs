@@ -18,6 +18,10 @@ pub(crate) struct RerunAction {
     /// its buttons anew meanwhile: the new job changed it), finds the job made instead of
     /// making another. After a re-run the browser goes to the new job's page.
     pub(crate) key: StoredValue<String>,
+    /// Whether the re-run's confirmation is open. Kept with the page, not the buttons: a live
+    /// change draws the page's body again (the re-run itself does, arriving as a new re-run
+    /// of the job), and an open confirmation must stay open through that.
+    pub(crate) confirming: RwSignal<bool>,
 }
 
 /// Re-run (one click and a confirmation: the same template version, parameters, GPUs, pool,
@@ -27,8 +31,11 @@ pub(crate) struct RerunAction {
 #[component]
 pub fn RerunButtons(job: Job) -> impl IntoView {
     let ready = crate::components::use_ready();
-    let confirming = RwSignal::new(false);
-    let RerunAction { action: rerun, key } = expect_context::<RerunAction>();
+    let RerunAction {
+        action: rerun,
+        key,
+        confirming,
+    } = expect_context::<RerunAction>();
     let error = move || rerun.value().get().and_then(|r| r.err());
     if !job.can_rerun {
         return ().into_any();
