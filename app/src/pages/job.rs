@@ -68,11 +68,11 @@ fn JobDetail() -> impl IntoView {
     // A fresh key for each job the page shows: the page stays when the browser goes from a
     // job to its re-run, and a key kept across them would give back the first re-run.
     let key = StoredValue::new(String::new());
-    let confirming = RwSignal::new(false);
+    let confirming = RwSignal::new(None::<String>);
     Effect::new(move |_| {
         let _ = id();
         key.set_value(crate::pages::launch_form::new_idempotency_key());
-        confirming.set(false);
+        confirming.set(None);
     });
     provide_context(RerunAction {
         action: rerun,

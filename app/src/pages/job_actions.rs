@@ -18,10 +18,11 @@ pub(crate) struct RerunAction {
     /// its buttons anew meanwhile: the new job changed it), finds the job made instead of
     /// making another. After a re-run the browser goes to the new job's page.
     pub(crate) key: StoredValue<String>,
-    /// Whether the re-run's confirmation is open. Kept with the page, not the buttons: a live
+    /// The job whose re-run confirmation is open. Kept with the page, not the buttons: a live
     /// change draws the page's body again (the re-run itself does, arriving as a new re-run
-    /// of the job), and an open confirmation must stay open through that.
-    pub(crate) confirming: RwSignal<bool>,
+    /// of the job), and an open confirmation must stay open through that; named by its job,
+    /// so that another job drawn on the same page does not find it open.
+    pub(crate) confirming: RwSignal<Option<String>>,
 }
 
 /// Re-run (one click and a confirmation: the same template version, parameters, GPUs, pool,
@@ -50,6 +51,10 @@ pub fn RerunButtons(job: Job) -> impl IntoView {
         .into_any();
     }
     let id = job.id.clone();
+    let open = {
+        let id = id.clone();
+        move || confirming.with(|c| c.as_deref() == Some(id.as_str()))
+    };
     let question = format!(
         "Re-run {}? {} v{}, {} in {}, {} priority, max {}{}.",
         job.name,
@@ -71,11 +76,17 @@ pub fn RerunButtons(job: Job) -> impl IntoView {
     view! {
         <span class="rerun" data-ready=move || ready.get().to_string()>
             <Show
-                when=move || confirming.get()
-                fallback=move || view! {
-                    <button class="button" data-testid="rerun" on:click=move |_| confirming.set(true)>
-                        "Re-run…"
-                    </button>
+                when=open
+                fallback={
+                    let id = id.clone();
+                    move || {
+                        let id = id.clone();
+                        view! {
+                            <button class="button" data-testid="rerun" on:click=move |_| confirming.set(Some(id.clone()))>
+                                "Re-run…"
+                            </button>
+                        }
+                    }
                 }
             >
                 <span class="confirm" role="alertdialog" aria-label="Confirm re-run">
@@ -108,7 +119,7 @@ pub fn RerunButtons(job: Job) -> impl IntoView {
                                 }>{format!("Re-run on v{c}")}</button>
                         }
                     })}
-                    <button class="button" on:click=move |_| confirming.set(false)>"Keep"</button>
+                    <button class="button" on:click=move |_| confirming.set(None)>"Keep"</button>
                 </span>
             </Show>
             <a class="button" data-testid="clone" href=clone_href>"Clone…"</a>
