@@ -444,6 +444,7 @@ pub fn route_list() -> Vec<leptos_axum::AxumRouteListing> {
 }
 
 fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Router {
+    use tower::ServiceBuilder;
     let routes = route_list();
     let backend: SharedBackend = state.portal.clone();
     let leptos_options = (*state.leptos_options).clone();
@@ -478,24 +479,23 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
             AppState,
             _,
         >(page_context, app::app::shell))
-        .layer(axum::middleware::from_fn(server_fn_status))
-        // A page asked for again by the same session while nothing changed: answered after the
-        // session is read, before the page's viewer or data are.
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            crate::http::page_cache::page_cache,
-        ))
-        // One viewer per request, however many server functions a page renders.
-        .layer(axum::middleware::from_fn(crate::service::memo_viewer))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            crate::http::csrf::csrf_guard,
-        ))
-        .layer(DefaultBodyLimit::max(max_body))
-        .layer(axum::middleware::from_fn(move |req, next| {
-            crate::http::serve::body_deadline(body_timeout, max_body, req, next)
+        .with_state(state.clone());
+    // The middleware wraps each router whole, once, not each of its routes (`Router::layer`):
+    // there each layer boxes the next, and every request cloned the whole boxed chain under
+    // every `from_fn` layer, a few hundred boxed clones per request, about a third of what
+    // `/login` cost to answer (callgrind, the page benchmark). Here a clone is of the layers'
+    // own fields and the router's `Arc`. Outermost first.
+    let app = ServiceBuilder::new()
+        // gzip or brotli as the client accepts, for what is worth it (not event streams or images).
+        .layer(tower_http::compression::CompressionLayer::new())
+        .layer(axum::middleware::from_fn(response_headers))
+        .layer(axum::middleware::from_fn({
+            let cache = state.assets.clone();
+            move |req, next| crate::http::assets::compressed_pkg(cache.clone(), req, next)
         }))
-        .layer(sessions.clone())
+        .layer(axum::middleware::from_fn(
+            crate::http::request_id::middleware,
+        ))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(request_span)
@@ -504,42 +504,57 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
                     log_served(res.status(), latency)
                 }),
         )
-        .layer(axum::middleware::from_fn(
-            crate::http::request_id::middleware,
-        ))
-        .layer(axum::middleware::from_fn({
-            let cache = state.assets.clone();
-            move |req, next| crate::http::assets::compressed_pkg(cache.clone(), req, next)
+        .layer(sessions.clone())
+        .layer(axum::middleware::from_fn(move |req, next| {
+            crate::http::serve::body_deadline(body_timeout, max_body, req, next)
         }))
-        .layer(axum::middleware::from_fn(response_headers))
-        // gzip or brotli as the client accepts, for what is worth it (not event streams or images).
-        .layer(tower_http::compression::CompressionLayer::new());
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::http::csrf::csrf_guard,
+        ))
+        // One viewer per request, however many server functions a page renders.
+        .layer(axum::middleware::from_fn(crate::service::memo_viewer))
+        // A page asked for again by the same session while nothing changed: answered after the
+        // session is read, before the page's viewer or data are.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::http::page_cache::page_cache,
+        ))
+        .layer(axum::middleware::from_fn(server_fn_status))
+        .service(app);
     // The live stream: the session (who holds it), its log line, its id and the headers, and
     // nothing that would wrap its body for as long as it is open (compression never applies to
     // an event stream; tracing's layer would keep the request's span for hours).
-    let live = crate::http::api::live_routes()
-        .layer(axum::middleware::from_fn(log_stream))
-        .layer(sessions)
+    let live = ServiceBuilder::new()
+        .layer(axum::middleware::from_fn(response_headers))
         .layer(axum::middleware::from_fn(
             crate::http::request_id::middleware,
         ))
-        .layer(axum::middleware::from_fn(response_headers));
-    let app = app
-        .merge(live)
-        // No Leptos owner left on the thread by another request's page (http/fresh_owner.rs).
+        .layer(sessions)
+        .layer(axum::middleware::from_fn(log_stream))
+        .service(crate::http::api::live_routes().with_state(state.clone()));
+    let app = Router::new()
+        .route_service(crate::http::api::LIVE_PATH, live)
+        .fallback_service(app);
+    // Outermost: who the forwarded headers may be believed from, for every layer inside, then
+    // the demo sign-in's guard (it answers only to this machine's names: DNS rebinding), then
+    // no Leptos owner left on the thread by another request's page (http/fresh_owner.rs).
+    let dev_login = state.config.auth.dev_login();
+    let app = ServiceBuilder::new()
+        .layer(axum::Extension(trusted))
+        .layer(axum::middleware::from_fn(move |req, next| async move {
+            if dev_login {
+                crate::http::csrf::loopback_host_only(req, next).await
+            } else {
+                next.run(req).await
+            }
+        }))
         .layer(axum::middleware::from_fn(
             crate::http::fresh_owner::middleware,
-        ));
-    // The demo sign-in answers only to this machine's names (DNS rebinding).
-    let app = if state.config.auth.dev_login() {
-        app.layer(axum::middleware::from_fn(
-            crate::http::csrf::loopback_host_only,
         ))
-    } else {
-        app
-    };
-    // Outermost: who the forwarded headers may be believed from, for every layer inside.
-    app.layer(axum::Extension(trusted)).with_state(state)
+        .service(app);
+    Router::new().fallback_service(app)
 }
 
 /// A request's span: its id, method and path, on every line logged while it is served.

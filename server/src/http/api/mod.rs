@@ -101,11 +101,14 @@ pub fn routes() -> Router<AppState> {
         .method_not_allowed_fallback(method_not_allowed)
 }
 
+/// The live stream's path.
+pub const LIVE_PATH: &str = "/api/v1/events";
+
 /// `GET /api/v1/events`, apart from [`routes`]: the router gives a live stream only the
 /// layers it needs, so that an open stream holds as little as it can.
 pub fn live_routes() -> Router<AppState> {
     Router::new()
-        .route("/api/v1/events", get(events))
+        .route(LIVE_PATH, get(events))
         .method_not_allowed_fallback(method_not_allowed)
 }
 
