@@ -101,6 +101,34 @@ test.describe.serial("launch, watch the queue, cancel", () => {
     await alice.dispose();
   });
 
+  test("an open Cancel confirmation stays open while its job starts, on the Jobs page and the job's page", async ({ page, baseURL }) => {
+    // The job starts while the confirmation is open: its row, and the job page's body, are
+    // drawn again. The confirmation is the page's, named by the job, so it stays.
+    const alice = await apiAs(baseURL!, "alice");
+    const carol = await apiAs(baseURL!, "carol");
+    await signIn(page, "alice");
+    for (const where of ["row", "page"]) {
+      const job = await launch(alice, { template: "mistral-7b-sft", gpus: 8, pool: "hgx-h100", name: `e2e-cancel-${where}` });
+      expect(job.state).toBe("admitted");
+      await page.goto(where === "row" ? "/jobs?scope=mine" : `/jobs/${job.id}`);
+      await hydrated(page);
+      const scope = where === "row" ? page.getByTestId(`job-row-${job.id}`) : page.locator(".head-actions");
+      const state = where === "row" ? page.getByTestId(`job-row-${job.id}`) : page.getByTestId("job-state");
+      await scope.getByTestId("cancel").click();
+      await expect(scope.getByRole("alertdialog")).toContainText(`Cancel e2e-cancel-${where}? It holds 8 GPUs (1 node) in hgx-h100.`);
+      expect((await carol.post("/api/v1/sim/advance", { data: { seconds: 300 } })).ok()).toBeTruthy();
+      if (where === "row") await expect(state).toHaveAttribute("data-state", "running");
+      else await expect(state).toHaveText("running");
+      await expect(scope.getByRole("alertdialog")).toBeVisible();
+      await scope.getByTestId("confirm-cancel").click();
+      if (where === "row") await expect(state).toHaveAttribute("data-state", "cancelled");
+      else await expect(state).toHaveText("cancelled");
+      expect((await (await alice.get(`/api/v1/jobs/${job.id}`)).json()).state).toBe("cancelled");
+    }
+    await carol.dispose();
+    await alice.dispose();
+  });
+
   test("a bad parameter is explained beside the field and Launch stays disabled", async ({ page }) => {
     await signIn(page, "alice");
     await page.goto("/launch/llama-3.1-8b-fsdp");

@@ -10,7 +10,9 @@ use crate::format;
 use crate::functions::{get_job, rerun_job};
 use crate::live::use_live;
 use crate::model::{AheadJob, Job, JobPage, JobState};
-use crate::pages::job_actions::{cancel_button, RerunAction, RerunButtons};
+use crate::pages::job_actions::{
+    cancel_button, CancelAction, CancelAsk, RerunAction, RerunButtons,
+};
 use crate::pages::job_gpu::GpuPanel;
 use crate::pages::job_logs::{FailureLines, LogsPanel};
 use chrono::{DateTime, Utc};
@@ -69,10 +71,12 @@ fn JobDetail() -> impl IntoView {
     // job to its re-run, and a key kept across them would give back the first re-run.
     let key = StoredValue::new(String::new());
     let confirming = RwSignal::new(None::<String>);
+    let cancel = CancelAction::provide();
     Effect::new(move |_| {
         let _ = id();
         key.set_value(crate::pages::launch_form::new_idempotency_key());
         confirming.set(None);
+        cancel.reset();
     });
     provide_context(RerunAction {
         action: rerun,
@@ -159,7 +163,7 @@ fn JobBody(page: JobPage) -> impl IntoView {
             <div class="head-actions">
                 <StateBadge state=state/>
                 <RerunButtons job=job.clone()/>
-                {cancel_button(&job)}
+                {CancelAsk::of(&job).map(|a| cancel_button(&a))}
             </div>
         </div>
         {job.cloned_from.clone().map(|f| view! {

@@ -129,30 +129,104 @@ pub fn RerunButtons(job: Job) -> impl IntoView {
     .into_any()
 }
 
-/// Cancel with one confirmation that names the job and its GPUs.
-pub fn cancel_button(job: &Job) -> AnyView {
-    // Nothing reactive is made for a job that cannot be cancelled: most rows of a Jobs page
-    // have ended, and each action, effect and signal is work on every page rendered.
-    if !job.can_cancel {
-        return ().into_any();
+/// What the Cancel button names and cancels: a list row keeps this instead of the whole job.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct CancelAsk {
+    id: String,
+    name: String,
+    state: JobState,
+    gpus: u32,
+    pool: String,
+}
+
+impl CancelAsk {
+    /// Set only when the viewer may cancel the job: nothing reactive is made for the others
+    /// (most rows of a Jobs page have ended, and each action, effect and signal is work on
+    /// every page rendered).
+    pub(crate) fn of(job: &Job) -> Option<CancelAsk> {
+        job.can_cancel.then(|| CancelAsk {
+            id: job.id.clone(),
+            name: job.name.clone(),
+            state: job.state,
+            gpus: job.gpus,
+            pool: job.pool.clone(),
+        })
     }
-    let live = use_live();
+}
+
+/// A page's Cancel: whose confirmation is open, the cancel on its way and the last error, each
+/// named by its job. Kept with the page, not with the buttons: a live change draws a job page's
+/// body again, and a Jobs row again when what it shows moves (a queued job's place, a job that
+/// starts), and an open confirmation, a cancel in flight and its error must outlive that. One
+/// confirmation is open at a time, and one cancel is on its way at a time (an action keeps
+/// only its latest answer): "Cancel job" waits while another job's cancel is answered.
+#[derive(Clone, Copy)]
+pub(crate) struct CancelAction {
+    confirming: RwSignal<Option<String>>,
+    action: Action<String, (String, Result<Job, ApiError>)>,
+    error: RwSignal<Option<(String, ApiError)>>,
+}
+
+impl CancelAction {
+    /// The page's, for its Cancel buttons (`cancel_button`).
+    pub(crate) fn provide() -> CancelAction {
+        let live = use_live();
+        let confirming = RwSignal::new(None::<String>);
+        let error = RwSignal::new(None::<(String, ApiError)>);
+        let action = Action::new(move |id: &String| {
+            let id = id.clone();
+            async move { (id.clone(), cancel_job(id).await) }
+        });
+        Effect::new(move |_| match action.value().get() {
+            Some((id, Ok(_))) => {
+                if confirming.get_untracked().as_ref() == Some(&id) {
+                    confirming.set(None);
+                }
+                live.poke(&id);
+            }
+            Some((id, Err(e))) => error.set(Some((id, e))),
+            None => {}
+        });
+        let c = CancelAction {
+            confirming,
+            action,
+            error,
+        };
+        provide_context(c);
+        c
+    }
+
+    /// Closes any open confirmation and forgets errors (the page shows another job).
+    pub(crate) fn reset(self) {
+        self.confirming.set(None);
+        self.error.set(None);
+    }
+}
+
+/// Cancel with one confirmation that names the job and its GPUs. Its state is the page's
+/// [`CancelAction`] (one of its own where the page has none).
+pub(crate) fn cancel_button(job: &CancelAsk) -> AnyView {
     let ready = crate::components::use_ready();
-    let confirming = RwSignal::new(false);
-    let error = RwSignal::new(None::<ApiError>);
-    let cancel_id = StoredValue::new(job.id.clone());
-    let cancel = Action::new(move |id: &String| {
-        let id = id.clone();
-        async move { cancel_job(id).await }
-    });
-    Effect::new(move |_| match cancel.value().get() {
-        Some(Ok(_)) => {
-            confirming.set(false);
-            live.poke(&cancel_id.get_value());
+    let page = use_context::<CancelAction>().unwrap_or_else(CancelAction::provide);
+    let CancelAction {
+        confirming,
+        action: cancel,
+        error: errors,
+    } = page;
+    let open = {
+        let id = job.id.clone();
+        move || confirming.with(|c| c.as_ref() == Some(&id))
+    };
+    let error = {
+        let id = job.id.clone();
+        move || {
+            errors.with(|e| {
+                e.as_ref()
+                    .filter(|(of, _)| *of == id)
+                    .map(|(_, e)| e.message.clone())
+            })
         }
-        Some(Err(e)) => error.set(Some(e)),
-        None => {}
-    });
+    };
     let id = job.id.clone();
     let question = format!(
         "Cancel {}? It {} {} in {}.",
@@ -168,12 +242,16 @@ pub fn cancel_button(job: &Job) -> AnyView {
     view! {
         <span class="cancel" data-ready=move || ready.get().to_string()>
             <Show
-                when=move || confirming.get()
-                fallback=move || {
-                    view! {
-                        <button class="button danger-outline" data-testid="cancel" on:click=move |_| confirming.set(true)>
-                            "Cancel…"
-                        </button>
+                when=open
+                fallback={
+                    let id = id.clone();
+                    move || {
+                        let id = id.clone();
+                        view! {
+                            <button class="button danger-outline" data-testid="cancel" on:click=move |_| confirming.set(Some(id.clone()))>
+                                "Cancel…"
+                            </button>
+                        }
                     }
                 }
             >
@@ -186,18 +264,23 @@ pub fn cancel_button(job: &Job) -> AnyView {
                         on:click={
                             let id = id.clone();
                             move |_| {
+                                errors.update(|e| {
+                                    if e.as_ref().is_some_and(|(of, _)| *of == id) {
+                                        *e = None;
+                                    }
+                                });
                                 cancel.dispatch(id.clone());
                             }
                         }
                     >
                         "Cancel job"
                     </button>
-                    <button class="button" on:click=move |_| confirming.set(false)>
+                    <button class="button" on:click=move |_| confirming.set(None)>
                         "Keep it"
                     </button>
                 </span>
             </Show>
-            {move || error.get().map(|e| view! { <span class="field-error">{e.message}</span> })}
+            {move || error().map(|m| view! { <span class="field-error">{m}</span> })}
         </span>
     }
         .into_any()

@@ -11,7 +11,7 @@ use crate::format;
 use crate::functions::{list_jobs, list_pools, JobsPageQuery};
 use crate::live::{throttle, use_live};
 use crate::model::{Job, JobList, JobState, JobTerms};
-use crate::pages::job_actions::cancel_button;
+use crate::pages::job_actions::{cancel_button, CancelAction, CancelAsk};
 use crate::pages::jobs_live::{patch, Patched};
 
 #[component]
@@ -51,6 +51,13 @@ fn Jobs() -> impl IntoView {
     let refetch = throttle(std::time::Duration::from_secs(5), move || stale.get() > 0);
     let list = Resource::new(move || (page_query(), refetch.get()), |(q, _)| list_jobs(q));
     let pools = Resource::new(|| (), |_| list_pools());
+    // One Cancel confirmation for the page, named by its job: it stays open when its row is
+    // drawn again, and closes when the page shows another list (a filter, another page).
+    let cancel = CancelAction::provide();
+    Effect::new(move |_| {
+        let _ = page_query();
+        cancel.reset();
+    });
     // A link to this page with `changes` applied to the current query; any change starts
     // again at the first page.
     let link = move |changes: &[(&str, Option<&str>)]| {
@@ -361,7 +368,7 @@ struct Row {
     created_at: chrono::DateTime<chrono::Utc>,
     progress: Progress,
     /// Set when the viewer may cancel it: what the Cancel button asks about.
-    cancel: Option<Job>,
+    cancel: Option<CancelAsk>,
 }
 
 impl Row {
@@ -377,7 +384,7 @@ impl Row {
             state: j.state,
             created_at: j.created_at,
             progress: Progress::of(j),
-            cancel: j.can_cancel.then(|| j.clone()),
+            cancel: CancelAsk::of(j),
         }
     }
 
