@@ -151,9 +151,10 @@ impl Progress {
 /// panel's answer landing then wakes a new Suspend on that cleaned owner, where the cancel
 /// never fires. This check makes that case render nothing (end2end/tests/race.spec.ts fails
 /// without it: "…defined at app/src/pages/job.rs:…, but it has already been disposed").
-pub async fn loaded<T>(resource: Resource<T>) -> Option<T>
+pub async fn loaded<T, Ser>(resource: Resource<T, Ser>) -> Option<T>
 where
     T: Clone + Send + Sync + 'static,
+    Ser: 'static,
 {
     if resource.is_disposed() {
         return None;

@@ -13,6 +13,7 @@ use crate::live::{throttle, use_live};
 use crate::model::{Job, JobList, JobState, JobTerms};
 use crate::pages::job_actions::{cancel_button, CancelAction, CancelAsk};
 use crate::pages::jobs_live::{patch, Patched};
+use crate::pages::jobs_wire::JobRowsCodec;
 
 #[component]
 pub fn JobsPage() -> impl IntoView {
@@ -49,7 +50,12 @@ fn Jobs() -> impl IntoView {
     // asked again, at most every 5 s.
     let stale = RwSignal::new(0u64);
     let refetch = throttle(std::time::Duration::from_secs(5), move || stale.get() > 0);
-    let list = Resource::new(move || (page_query(), refetch.get()), |(q, _)| list_jobs(q));
+    // In the page as compact rows of what it reads (`jobs_wire`).
+    let list = Resource::<_, JobRowsCodec>::new_with_options(
+        move || (page_query(), refetch.get()),
+        |(q, _)| list_jobs(q),
+        false,
+    );
     let pools = Resource::new(|| (), |_| list_pools());
     // One Cancel confirmation for the page, named by its job: it stays open when its row is
     // drawn again, and closes when the page shows another list (a filter, another page).
@@ -355,8 +361,8 @@ fn JobTable(
 }
 
 /// What a row of the table shows of a job.
-#[derive(Clone)]
-struct Row {
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Row {
     id: String,
     name: String,
     template: String,
@@ -372,7 +378,7 @@ struct Row {
 }
 
 impl Row {
-    fn of(j: &Job) -> Row {
+    pub(crate) fn of(j: &Job) -> Row {
         Row {
             id: j.id.clone(),
             name: j.name.clone(),

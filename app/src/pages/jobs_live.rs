@@ -85,7 +85,7 @@ pub fn patch(list: &mut JobList, terms: &JobTerms, c: &Change) -> Patched {
     let belongs = terms.matches(facts(row));
     let out = match was {
         Some(i) if belongs => {
-            if list.jobs[i] == *row {
+            if crate::pages::jobs_wire::same_row(&list.jobs[i], row) {
                 Patched::Nothing
             } else {
                 list.jobs[i] = row.clone();

@@ -7,6 +7,7 @@ pub mod job_gpu;
 pub mod job_logs;
 pub mod jobs;
 pub mod jobs_live;
+pub mod jobs_wire;
 pub mod launch;
 pub mod launch_form;
 pub mod login;
