@@ -7,7 +7,9 @@
 //! with the page (a second each, so that the machine's drift falls on both); the figure is
 //! the ratio of requests per second, each against the static handler's turns beside it (the
 //! static column prints the mean of those turns). Goal: each page at least 10 % of the
-//! static handler.
+//! static handler. A change that makes a page smaller makes its static handler faster too:
+//! read such a change by the page's requests per second, not only by its ratio (the Jobs
+//! page's compact rows, 74 KB to 48 KB, raised its r/s by 18 % and lowered its ratio).
 //!
 //! Gantry serves a page again to the session it rendered it for while nothing was written
 //! (`server.page_cache_ms`, `http::page_cache`), which is what a repeated load by one session
