@@ -51,10 +51,7 @@ pub fn RerunButtons(job: Job) -> impl IntoView {
         .into_any();
     }
     let id = job.id.clone();
-    let open = {
-        let id = id.clone();
-        move || confirming.with(|c| c.as_deref() == Some(id.as_str()))
-    };
+    let (open, opener) = confirm_opener(confirming, &id, "button", "rerun", "Re-run…");
     let question = format!(
         "Re-run {}? {} v{}, {} in {}, {} priority, max {}{}.",
         job.name,
@@ -75,20 +72,7 @@ pub fn RerunButtons(job: Job) -> impl IntoView {
     let differences = note.map(|n| n.differences).unwrap_or_default();
     view! {
         <span class="rerun" data-ready=move || ready.get().to_string()>
-            <Show
-                when=open
-                fallback={
-                    let id = id.clone();
-                    move || {
-                        let id = id.clone();
-                        view! {
-                            <button class="button" data-testid="rerun" on:click=move |_| confirming.set(Some(id.clone()))>
-                                "Re-run…"
-                            </button>
-                        }
-                    }
-                }
-            >
+            <Show when=open fallback=opener>
                 <span class="confirm" role="alertdialog" aria-label="Confirm re-run">
                     <span>{question.clone()}</span>
                     {current.map(|c| view! {
@@ -127,6 +111,35 @@ pub fn RerunButtons(job: Job) -> impl IntoView {
         </span>
     }
     .into_any()
+}
+
+/// For a page's confirmation named by its job (`confirming`): whether it is open for job `id`,
+/// and the button that opens it (`class`, `data-testid` and `label`), shown while it is not.
+fn confirm_opener(
+    confirming: RwSignal<Option<String>>,
+    id: &str,
+    class: &'static str,
+    testid: &'static str,
+    label: &'static str,
+) -> (
+    impl Fn() -> bool + Send + Sync + 'static,
+    impl Fn() -> AnyView + Send + Sync + 'static,
+) {
+    let open = {
+        let id = id.to_string();
+        move || confirming.with(|c| c.as_deref() == Some(id.as_str()))
+    };
+    let id = id.to_string();
+    let opener = move || {
+        let id = id.clone();
+        view! {
+            <button class=class data-testid=testid on:click=move |_| confirming.set(Some(id.clone()))>
+                {label}
+            </button>
+        }
+        .into_any()
+    };
+    (open, opener)
 }
 
 /// What the Cancel button names and cancels: a list row keeps this instead of the whole job.
@@ -213,10 +226,13 @@ pub(crate) fn cancel_button(job: &CancelAsk) -> AnyView {
         action: cancel,
         error: errors,
     } = page;
-    let open = {
-        let id = job.id.clone();
-        move || confirming.with(|c| c.as_ref() == Some(&id))
-    };
+    let (open, opener) = confirm_opener(
+        confirming,
+        &job.id,
+        "button danger-outline",
+        "cancel",
+        "Cancel…",
+    );
     let error = {
         let id = job.id.clone();
         move || {
@@ -241,20 +257,7 @@ pub(crate) fn cancel_button(job: &CancelAsk) -> AnyView {
     );
     view! {
         <span class="cancel" data-ready=move || ready.get().to_string()>
-            <Show
-                when=open
-                fallback={
-                    let id = id.clone();
-                    move || {
-                        let id = id.clone();
-                        view! {
-                            <button class="button danger-outline" data-testid="cancel" on:click=move |_| confirming.set(Some(id.clone()))>
-                                "Cancel…"
-                            </button>
-                        }
-                    }
-                }
-            >
+            <Show when=open fallback=opener>
                 <span class="confirm" role="alertdialog" aria-label="Confirm cancel">
                     <span>{question.clone()}</span>
                     <button
@@ -283,5 +286,5 @@ pub(crate) fn cancel_button(job: &CancelAsk) -> AnyView {
             {move || error().map(|m| view! { <span class="field-error">{m}</span> })}
         </span>
     }
-        .into_any()
+    .into_any()
 }
