@@ -33,11 +33,37 @@ struct Row<S>(
     u32,
     JobState,
     Option<u32>,
-    DateTime<Utc>,
-    Option<DateTime<Utc>>,
-    Option<DateTime<Utc>>,
+    Instant,
+    Option<Instant>,
+    Option<Instant>,
     bool,
 );
+
+/// A time as one number, nanoseconds since the Unix epoch: exact, and a fraction of the
+/// work of RFC 3339 text both ways (chrono's writing of the rows' three dates was 6 % of
+/// what the server spent on a Jobs page, callgrind over the page benchmark).
+#[derive(Clone, Copy, PartialEq)]
+struct Instant(DateTime<Utc>);
+
+impl Serialize for Instant {
+    fn serialize<Se: serde::Serializer>(&self, s: Se) -> Result<Se::Ok, Se::Error> {
+        let t = self.0;
+        s.serialize_i128(
+            i128::from(t.timestamp()) * 1_000_000_000 + i128::from(t.timestamp_subsec_nanos()),
+        )
+    }
+}
+
+impl<'de> Deserialize<'de> for Instant {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = i128::deserialize(d)?;
+        i64::try_from(n.div_euclid(1_000_000_000))
+            .ok()
+            .and_then(|secs| DateTime::from_timestamp(secs, n.rem_euclid(1_000_000_000) as u32))
+            .map(Instant)
+            .ok_or_else(|| serde::de::Error::custom(format!("{n} ns is out of range for a time")))
+    }
+}
 
 /// What the page reads of `j`.
 fn row(j: &Job) -> Row<&str> {
@@ -51,9 +77,9 @@ fn row(j: &Job) -> Row<&str> {
         j.gpus,
         j.state,
         j.queue_position,
-        j.created_at,
-        j.admitted_at,
-        j.finished_at,
+        Instant(j.created_at),
+        j.admitted_at.map(Instant),
+        j.finished_at.map(Instant),
         j.can_cancel,
     )
 }
@@ -153,7 +179,7 @@ fn job(r: Row<String>) -> Job {
         gpus,
         state,
         queue_position,
-        created_at,
+        Instant(created_at),
         admitted_at,
         finished_at,
         can_cancel,
@@ -177,8 +203,8 @@ fn job(r: Row<String>) -> Job {
         ahead: Vec::new(),
         preemptions: Vec::new(),
         created_at,
-        admitted_at,
-        finished_at,
+        admitted_at: admitted_at.map(|t| t.0),
+        finished_at: finished_at.map(|t| t.0),
         params: Default::default(),
         max_runtime_s: 0,
         node_names: Vec::new(),
@@ -316,6 +342,26 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(patch(&mut b, &terms, &again), Patched::Nothing);
+    }
+
+    #[test]
+    fn times_come_back_to_the_nanosecond() {
+        let times = [
+            "2026-12-06T19:17:35.123456789Z",
+            "2026-12-06T19:17:35Z",
+            "1969-12-31T23:59:59.999999999Z",
+            "1970-01-01T00:00:00Z",
+            "9999-12-31T23:59:59.999999999Z",
+        ];
+        for text in times {
+            let t = Instant(text.parse().unwrap());
+            let json = serde_json::to_string(&t).unwrap();
+            let back: Instant = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.0, t.0, "{text} as {json}");
+        }
+        // A number out of chrono's range is an error, not a wrong time.
+        let far = format!("{}", i128::from(i64::MAX) * 1_000_000_000);
+        assert!(serde_json::from_str::<Instant>(&far).is_err());
     }
 
     #[test]
