@@ -46,6 +46,40 @@ pub fn ago(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
     }
 }
 
+/// `x` to one decimal, as `{:.1}` writes it but in integer arithmetic: "30.1", "-0.5",
+/// "0.0". Float formatting with a precision is slow, and a job page writes hundreds of
+/// these (its charts' coordinates). Halves round away from zero; not finite is 0.0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tenths(i64);
+
+impl Tenths {
+    pub fn of(x: f64) -> Tenths {
+        Tenths(if x.is_finite() {
+            (x * 10.0).round() as i64
+        } else {
+            0
+        })
+    }
+}
+
+impl std::fmt::Display for Tenths {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sign = if self.0 < 0 { "-" } else { "" };
+        let a = self.0.unsigned_abs();
+        write!(f, "{sign}{}.{}", a / 10, a % 10)
+    }
+}
+
+/// `x` as a whole number, as `{:.0}` writes it but without float formatting (see
+/// [`Tenths`]): halves round away from zero, and there is no "-0"; not finite is 0.
+pub fn whole(x: f64) -> i64 {
+    if x.is_finite() {
+        x.round() as i64
+    } else {
+        0
+    }
+}
+
 /// The absolute time for tooltips and timelines: "2026-11-29 14:20:05 UTC".
 ///
 /// Written field by field: chrono's `format("%Y-%m-%d …")` parses its pattern again on every
@@ -150,6 +184,31 @@ pub fn escape_html(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rust's `{:.1}` and `{:.0}` are the reference, away from halves (where they round to
+    /// even and these away from zero): coordinates and percentages as the job page has them.
+    #[test]
+    fn tenths_and_wholes_read_as_float_formatting_writes_them() {
+        let mut checked = 0;
+        for i in -20_000..=20_000 {
+            let x = f64::from(i) * 0.0173 + 0.0011;
+            let (t, w) = ((x * 10.0).fract().abs(), x.fract().abs());
+            if (t - 0.5).abs() > 1e-6 && format!("{x:.1}") != "-0.0" {
+                assert_eq!(Tenths::of(x).to_string(), format!("{x:.1}"), "{x}");
+                checked += 1;
+            }
+            if (w - 0.5).abs() > 1e-6 && format!("{x:.0}") != "-0" {
+                assert_eq!(whole(x).to_string(), format!("{x:.0}"), "{x}");
+            }
+        }
+        assert!(checked > 30_000, "{checked}");
+        assert_eq!(Tenths::of(-0.04).to_string(), "0.0");
+        assert_eq!(Tenths::of(-0.06).to_string(), "-0.1");
+        assert_eq!(
+            (Tenths::of(f64::NAN).to_string(), whole(f64::INFINITY)),
+            ("0.0".into(), 0)
+        );
+    }
 
     /// chrono's own formatting is the reference, over times spread across 1970–2200
     /// (leap days, the ends of months and years, every second of a minute).

@@ -386,11 +386,11 @@ pub async fn get_usage(days: u32, group_by: String, bucket: String) -> Result<Us
 }
 
 #[server]
-pub async fn get_job_utilization(id: String) -> Result<JobUtilization, ApiError> {
+pub async fn get_job_utilization(id: String) -> Result<GpuPanelData, ApiError> {
     let (backend, viewer) = ssr::backend_and_viewer().await?;
     // Once per request, however often the panel is built (see RequestMemo).
     ssr::once(format!("job_utilization {id}"), || async {
-        backend.job_utilization(&viewer, &id).await
+        Ok(backend.job_utilization(&viewer, &id).await?.into())
     })
     .await
 }

@@ -10,6 +10,7 @@ pub mod live;
 pub mod model;
 pub mod pages;
 pub mod site;
+pub mod sync_html;
 
 #[cfg(feature = "ssr")]
 pub mod backend;

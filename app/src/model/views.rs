@@ -584,6 +584,50 @@ pub struct JobUtilization {
     pub idle: bool,
 }
 
+/// What the job page's GPU panel draws of a [`JobUtilization`]: each GPU's latest reading,
+/// and the mean series as plain numbers (the charts place samples by their index). A
+/// running job's page carried every GPU's two hours of samples (16 GPUs: 1,920 numbers) and
+/// a date per sample, to draw the latest of each.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuPanelData {
+    pub available: bool,
+    pub message: Option<String>,
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+    pub step_s: i64,
+    /// Node, GPU on the node, and its latest utilization (%), in the back end's order.
+    pub cells: Vec<(String, u32, f64)>,
+    pub util_pct: Vec<f64>,
+    pub fb_used_gib: Vec<f64>,
+    pub power_w: Vec<f64>,
+    pub idle: bool,
+}
+
+impl From<JobUtilization> for GpuPanelData {
+    fn from(u: JobUtilization) -> Self {
+        let series = |f: fn(&MeanSample) -> f64| u.mean.iter().map(f).collect::<Vec<f64>>();
+        GpuPanelData {
+            util_pct: series(|m| m.util_pct),
+            fb_used_gib: series(|m| m.fb_used_gib),
+            power_w: series(|m| m.power_w),
+            cells: u
+                .gpus
+                .into_iter()
+                .map(|g| {
+                    let last = g.util_pct.last().copied().unwrap_or(0.0);
+                    (g.node, g.gpu, last)
+                })
+                .collect(),
+            available: u.available,
+            message: u.message,
+            from: u.from,
+            to: u.to,
+            step_s: u.step_s,
+            idle: u.idle,
+        }
+    }
+}
+
 /// A job in a usage report's top list.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TopJob {

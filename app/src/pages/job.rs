@@ -15,6 +15,7 @@ use crate::pages::job_actions::{
 };
 use crate::pages::job_gpu::GpuPanel;
 use crate::pages::job_logs::{FailureLines, LogsPanel};
+use crate::sync_html::sync_html;
 use chrono::{DateTime, Utc};
 
 #[component]
@@ -144,134 +145,141 @@ fn JobBody(page: JobPage) -> impl IntoView {
         headline(&job, page_now)
     };
     let state = job.state;
+    // What waits on nothing is written in one pass (`sync_html`); the answer and the two
+    // panels fetch.
     view! {
-        <div class="page-head">
-            <div>
-                <h1 data-testid="job-name">{job.name.clone()}</h1>
-                <p class="muted">
-                    {format!(
-                        "{} v{} · {} · team {} · {} in {}",
-                        job.template,
-                        job.template_version,
-                        job.user,
-                        job.team,
-                        format::gpus_nodes(job.gpus),
-                        job.pool,
-                    )}
+        {sync_html(view! {
+            <div class="page-head">
+                <div>
+                    <h1 data-testid="job-name">{job.name.clone()}</h1>
+                    <p class="muted">
+                        {format!(
+                            "{} v{} · {} · team {} · {} in {}",
+                            job.template,
+                            job.template_version,
+                            job.user,
+                            job.team,
+                            format::gpus_nodes(job.gpus),
+                            job.pool,
+                        )}
+                    </p>
+                </div>
+                <div class="head-actions">
+                    <StateBadge state=state/>
+                    <RerunButtons job=job.clone()/>
+                    {CancelAsk::of(&job).map(|a| cancel_button(&a))}
+                </div>
+            </div>
+            {job.cloned_from.clone().map(|f| view! {
+                <p class="muted small lineage" data-testid="cloned-from">
+                    "Cloned from " <a href=format!("/jobs/{}", f.id)>{f.name}</a>
                 </p>
-            </div>
-            <div class="head-actions">
-                <StateBadge state=state/>
-                <RerunButtons job=job.clone()/>
-                {CancelAsk::of(&job).map(|a| cancel_button(&a))}
-            </div>
-        </div>
-        {job.cloned_from.clone().map(|f| view! {
-            <p class="muted small lineage" data-testid="cloned-from">
-                "Cloned from " <a href=format!("/jobs/{}", f.id)>{f.name}</a>
-            </p>
+            })}
         })}
+        // Not in one pass: a failed job's answer reads its failing lines (a Suspense).
         <section class=format!("panel answer state-{}", state.as_str()) data-testid="job-answer">
             {headline}
         </section>
         {job.admitted_at.is_some().then(|| view! { <GpuPanel job_id=job.id.clone() gpus=job.gpus show_idle=job.can_cancel/> })}
         {job.admitted_at.is_some().then(|| view! { <LogsPanel job=job.clone()/> })}
-        <div class="two-col">
-            <section class="panel">
-                <h2>"Details"</h2>
-                <dl class="kv">
-                    <dt>"State"</dt>
-                    <dd data-testid="job-state">{state.as_str()}</dd>
-                    <dt>"Pool"</dt>
-                    <dd>{job.pool.clone()}</dd>
-                    <dt>"GPUs"</dt>
-                    <dd>{format::gpus_nodes(job.gpus)}</dd>
-                    <dt>"Nodes"</dt>
-                    <dd>
-                        {if job.admitted_at.is_none() && !job.state.is_active() {
-                            "none: it never started".to_string()
-                        } else if job.node_names.is_empty() && !job.state.is_active() {
-                            "released (see Events for where it ran)".to_string()
-                        } else if job.node_names.is_empty() {
-                            "not placed yet".to_string()
-                        } else {
-                            job.node_names.join(", ")
-                        }}
-                    </dd>
-                    <dt>"Priority"</dt>
-                    <dd>{job.priority.as_str()}</dd>
-                    <dt>"Max runtime"</dt>
-                    <dd>{format::duration(job.max_runtime_s as i64)}</dd>
-                    <dt>"Submitted"</dt>
-                    <dd>{move || view! { <Ago now=now() at=job.created_at/> }}</dd>
-                    {(!job.clones.is_empty()).then(|| view! {
-                        <dt>"Re-runs and clones"</dt>
-                        <dd data-testid="clones">
-                            {job.clones.iter().map(|c| view! {
-                                <a href=format!("/jobs/{}", c.id)>{c.name.clone()}</a>
-                                " "
-                            }).collect_view()}
-                            {older_clones(&job).map(|line| view! {
-                                <span class="muted" data-testid="clones-older">{line}</span>
-                            })}
+        {sync_html(view! {
+            <div class="two-col">
+                <section class="panel">
+                    <h2>"Details"</h2>
+                    <dl class="kv">
+                        <dt>"State"</dt>
+                        <dd data-testid="job-state">{state.as_str()}</dd>
+                        <dt>"Pool"</dt>
+                        <dd>{job.pool.clone()}</dd>
+                        <dt>"GPUs"</dt>
+                        <dd>{format::gpus_nodes(job.gpus)}</dd>
+                        <dt>"Nodes"</dt>
+                        <dd>
+                            {if job.admitted_at.is_none() && !job.state.is_active() {
+                                "none: it never started".to_string()
+                            } else if job.node_names.is_empty() && !job.state.is_active() {
+                                "released (see Events for where it ran)".to_string()
+                            } else if job.node_names.is_empty() {
+                                "not placed yet".to_string()
+                            } else {
+                                job.node_names.join(", ")
+                            }}
                         </dd>
-                    })}
-                    {job.gpu_hours.clone().map(|h| view! {
-                        <dt>"GPU-hours"</dt>
-                        <dd data-testid="job-gpu-hours">{gpu_hours_line(&h)}</dd>
-                    })}
-                    <dt>"Where it stands"</dt>
-                    <dd>
-                        {
-                            let job = job.clone();
-                            move || crate::components::progress_text(&job, now())
-                        }
-                    </dd>
-                </dl>
-            </section>
+                        <dt>"Priority"</dt>
+                        <dd>{job.priority.as_str()}</dd>
+                        <dt>"Max runtime"</dt>
+                        <dd>{format::duration(job.max_runtime_s as i64)}</dd>
+                        <dt>"Submitted"</dt>
+                        <dd>{move || view! { <Ago now=now() at=job.created_at/> }}</dd>
+                        {(!job.clones.is_empty()).then(|| view! {
+                            <dt>"Re-runs and clones"</dt>
+                            <dd data-testid="clones">
+                                {job.clones.iter().map(|c| view! {
+                                    <a href=format!("/jobs/{}", c.id)>{c.name.clone()}</a>
+                                    " "
+                                }).collect_view()}
+                                {older_clones(&job).map(|line| view! {
+                                    <span class="muted" data-testid="clones-older">{line}</span>
+                                })}
+                            </dd>
+                        })}
+                        {job.gpu_hours.clone().map(|h| view! {
+                            <dt>"GPU-hours"</dt>
+                            <dd data-testid="job-gpu-hours">{gpu_hours_line(&h)}</dd>
+                        })}
+                        <dt>"Where it stands"</dt>
+                        <dd>
+                            {
+                                let job = job.clone();
+                                move || crate::components::progress_text(&job, now())
+                            }
+                        </dd>
+                    </dl>
+                </section>
+                <section class="panel">
+                    <h2>"Parameters"</h2>
+                    <table class="table compact job-params" data-testid="job-params">
+                        <tbody>
+                            {job
+                                .params
+                                .iter()
+                                .map(|(k, v)| {
+                                    let v = match v {
+                                        serde_json::Value::String(s) => s.clone(),
+                                        other => other.to_string(),
+                                    };
+                                    view! {
+                                        <tr>
+                                            <th scope="row">{k.clone()}</th>
+                                            <td class="num"><code>{v}</code></td>
+                                        </tr>
+                                    }
+                                })
+                                .collect_view()}
+                        </tbody>
+                    </table>
+                </section>
+            </div>
             <section class="panel">
-                <h2>"Parameters"</h2>
-                <table class="table compact job-params" data-testid="job-params">
-                    <tbody>
-                        {job
-                            .params
-                            .iter()
-                            .map(|(k, v)| {
-                                let v = match v {
-                                    serde_json::Value::String(s) => s.clone(),
-                                    other => other.to_string(),
-                                };
-                                view! {
-                                    <tr>
-                                        <th scope="row">{k.clone()}</th>
-                                        <td class="num"><code>{v}</code></td>
-                                    </tr>
-                                }
-                            })
-                            .collect_view()}
-                    </tbody>
-                </table>
+                <h2>"Events"</h2>
+                <ol class="timeline" data-testid="job-events">
+                    {job
+                        .events
+                        .iter()
+                        .rev()
+                        .map(|e| {
+                            view! {
+                                <li>
+                                    <time datetime=e.at.to_rfc3339()>{format::absolute(e.at)}</time>
+                                    <span class=format!("badge state-{}", e.kind)>{e.kind.clone()}</span>
+                                    <span>{e.reason.clone()}</span>
+                                </li>
+                            }
+                        })
+                        .collect_view()}
+                </ol>
             </section>
-        </div>
-        <section class="panel">
-            <h2>"Events"</h2>
-            <ol class="timeline" data-testid="job-events">
-                {job
-                    .events
-                    .iter()
-                    .rev()
-                    .map(|e| {
-                        view! {
-                            <li>
-                                <time datetime=e.at.to_rfc3339()>{format::absolute(e.at)}</time>
-                                <span class=format!("badge state-{}", e.kind)>{e.kind.clone()}</span>
-                                <span>{e.reason.clone()}</span>
-                            </li>
-                        }
-                    })
-                    .collect_view()}
-            </ol>
-        </section>
+        })}
     }
 }
 

@@ -14,6 +14,7 @@ use crate::model::{Job, JobList, JobState, JobTerms};
 use crate::pages::job_actions::{cancel_button, CancelAction, CancelAsk};
 use crate::pages::jobs_live::{patch, Patched};
 use crate::pages::jobs_wire::JobRowsCodec;
+use crate::sync_html::sync_html;
 
 #[component]
 pub fn JobsPage() -> impl IntoView {
@@ -198,14 +199,15 @@ fn Jobs() -> impl IntoView {
                             .and_then(|v| page_query_untracked().filter().ok()?.terms(v).ok());
                         let shown = RwSignal::new(l);
                         follow_live(shown, terms, stale);
-                        view! {
+                        // Waits on nothing: written in one pass (`sync_html`).
+                        sync_html(view! {
                             <PageLine list=shown first_page=newest.is_none()/>
                             <JobTable list=shown can_launch show_team=is_admin searching=searching()/>
                             <nav class="pager" aria-label="Pages">
                                 {newest.map(|h| view! { <a class="button" href=h data-testid="page-newest">"← Newest"</a> })}
                                 {older.map(|h| view! { <a class="button" href=h data-testid="page-older">"Older jobs →"</a> })}
                             </nav>
-                        }.into_any()
+                        }).into_any()
                     }
                     Err(e) => view! { <PageError err=e/> }.into_any(),
                 })
