@@ -21,14 +21,16 @@ pub fn duration(secs: i64) -> String {
     } else if secs < 3600 {
         format!("{} min", secs / 60)
     } else if secs < 48 * 3600 {
-        let h = secs as f64 / 3600.0;
-        if h < 10.0 {
-            format!("{h:.1} h")
+        // Whole tenths of an hour, in integers (a Jobs page writes this for most rows).
+        let tenths = (secs + 180) / 360;
+        if tenths < 100 {
+            format!("{}.{} h", tenths / 10, tenths % 10)
         } else {
-            format!("{h:.0} h")
+            format!("{} h", (secs + 1800) / 3600)
         }
     } else {
-        format!("{:.1} days", secs as f64 / 86400.0)
+        let tenths = (secs + 4320) / 8640;
+        format!("{}.{} days", tenths / 10, tenths % 10)
     }
 }
 
@@ -86,15 +88,32 @@ pub fn whole(x: f64) -> i64 {
 /// call, and a Jobs page writes this for each of its rows.
 pub fn absolute(t: DateTime<Utc>) -> String {
     use chrono::{Datelike, Timelike};
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
-        t.year(),
-        t.month(),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
+    let year = t.year();
+    if !(0..=9999).contains(&year) {
+        return t.format("%Y-%m-%d %H:%M:%S UTC").to_string();
+    }
+    // Digit by digit: `format!` with `{:02}` padding was 3,000 instructions a call.
+    let mut out = String::with_capacity(23);
+    let mut digits = |n: u32, width: u32| {
+        for place in (0..width).rev() {
+            out.push(char::from(b'0' + (n / 10u32.pow(place) % 10) as u8));
+        }
+    };
+    digits(year as u32, 4);
+    let fields = [
+        ('-', t.month()),
+        ('-', t.day()),
+        (' ', t.hour()),
+        (':', t.minute()),
+        (':', t.second()),
+    ];
+    for (sep, n) in fields {
+        out.push(sep);
+        out.push(char::from(b'0' + (n / 10) as u8));
+        out.push(char::from(b'0' + (n % 10) as u8));
+    }
+    out.push_str(" UTC");
+    out
 }
 
 /// A max runtime in hours for the form: 3600 → "1", 5400 → "1.5".
@@ -255,6 +274,26 @@ mod tests {
         assert_eq!(duration(3 * 3600 + 720), "3.2 h");
         assert_eq!(duration(30 * 3600), "30 h");
         assert_eq!(duration(3 * 86400), "3.0 days");
+        // Rounded to the nearest tenth (or hour from 10 h), as `{:.1}` / `{:.0}` read.
+        for secs in (3600..48 * 3600)
+            .step_by(7)
+            .chain((48 * 3600..40 * 86400).step_by(611))
+        {
+            let (h, d) = (secs as f64 / 3600.0, secs as f64 / 86400.0);
+            let want = if secs >= 48 * 3600 {
+                format!("{d:.1} days")
+            } else if h < 9.95 {
+                format!("{h:.1} h")
+            } else {
+                format!("{h:.0} h")
+            };
+            // Exact halves may round either way; none lands on one but at these steps.
+            let half =
+                |x: f64| ((x * 10.0).fract() - 0.5).abs() < 1e-9 || (x.fract() - 0.5).abs() < 1e-9;
+            if !half(h) && !half(d) {
+                assert_eq!(duration(secs), want, "{secs} s");
+            }
+        }
         assert_eq!(hours(5400), "1.5");
         assert_eq!(hours(7200), "2");
     }
