@@ -40,12 +40,13 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 }
 
 /// The signed-in user for the whole page load.
-pub type ViewerResource = Resource<Result<Option<Viewer>, ApiError>>;
+/// In every page as `SwappedJson` (it needs no escaping there).
+pub type ViewerResource = Resource<Result<Option<Viewer>, ApiError>, crate::wire::SwappedJson>;
 
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
-    let viewer: ViewerResource = Resource::new(|| (), |_| get_viewer());
+    let viewer: ViewerResource = Resource::new_with_options(|| (), |_| get_viewer(), false);
     provide_context(viewer);
     provide_live(viewer);
 

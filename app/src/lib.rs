@@ -11,6 +11,7 @@ pub mod model;
 pub mod pages;
 pub mod site;
 pub mod sync_html;
+pub mod wire;
 
 #[cfg(feature = "ssr")]
 pub mod backend;

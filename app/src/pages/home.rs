@@ -8,6 +8,7 @@ use crate::format;
 use crate::functions::get_home;
 use crate::live::use_live;
 use crate::model::{HomeView, Pool, QuotaUse};
+use crate::wire::SwappedJson;
 
 #[component]
 pub fn HomePage() -> impl IntoView {
@@ -23,7 +24,9 @@ fn Home() -> impl IntoView {
     let live = use_live();
     // Any change may move the home page's figures: refetched at most every 3 s.
     let changed = live.throttled(std::time::Duration::from_secs(3), |_| true);
-    let home = Resource::new(move || changed.get(), |_| get_home());
+    // In the page as `SwappedJson`: it needs no escaping there.
+    let home =
+        Resource::<_, SwappedJson>::new_with_options(move || changed.get(), |_| get_home(), false);
     view! {
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {

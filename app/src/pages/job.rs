@@ -16,6 +16,7 @@ use crate::pages::job_actions::{
 use crate::pages::job_gpu::GpuPanel;
 use crate::pages::job_logs::{FailureLines, LogsPanel};
 use crate::sync_html::sync_html;
+use crate::wire::SwappedJson;
 use chrono::{DateTime, Utc};
 
 #[component]
@@ -52,9 +53,11 @@ fn JobDetail() -> impl IntoView {
             .try_with_value(|s| s.as_ref().is_some_and(|s| s.queued && c.pool == s.pool))
             .unwrap_or(false)
     });
-    let page = Resource::new(
+    // In the page as `SwappedJson`: it needs no escaping there.
+    let page = Resource::<_, SwappedJson>::new_with_options(
         move || (id(), own.get(), queue.get()),
         |(id, _, _)| get_job(id),
+        false,
     );
     // Re-run lives here, not in the button: the new job's launch moves the live version,
     // which draws the page body again; the answer must still find someone to navigate.

@@ -7,6 +7,7 @@ use crate::components::{loaded, ErrorBox};
 use crate::format;
 use crate::live::use_live;
 use crate::sync_html::sync_html;
+use crate::wire::SwappedJson;
 
 /// The job's GPUs: a node × GPU heatmap of the latest utilization and the last two hours of
 /// mean utilization, memory and power. It refetches on every cluster-clock tick of the live
@@ -25,9 +26,11 @@ pub(crate) fn GpuPanel(job_id: String, gpus: u32, show_idle: bool) -> impl IntoV
         })
     };
     let ticks = live.clock(std::time::Duration::from_secs(10));
-    let util = Resource::new(
+    // In the page as `SwappedJson`: it needs no escaping there.
+    let util = Resource::<_, SwappedJson>::new_with_options(
         move || (own.get(), ticks.get()),
         move |_| crate::functions::get_job_utilization(job_id.clone()),
+        false,
     );
     view! {
         <section class="panel" data-testid="gpu-panel">

@@ -9,7 +9,8 @@
 //! page reads of it: what the table shows, what the Cancel button asks about, and what the
 //! live patching (`jobs_live`) compares. The fields it leaves out arrive empty; the page
 //! never reads them (the tests below check that a row, its patching facts and its place in
-//! the order come back as they went). Fetches after the page has loaded go through the
+//! the order come back as they went). Its quotes are swapped as [`crate::wire::SwappedJson`]
+//! has them, so that the page's string needs no escaping. Fetches after the page has loaded go through the
 //! server function as before, with whole rows; the API is unchanged.
 
 use chrono::{DateTime, Utc};
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
 use crate::model::{Job, JobKey, JobList, JobState, Priority};
+use crate::wire::swap_quotes;
 
 /// A row: id, name, template, team, user, pool, GPUs, state, queue position, submitted,
 /// admitted, finished, and whether the viewer may cancel it. A tuple struct travels as an
@@ -143,7 +145,8 @@ impl Encoder<Result<JobList, ApiError>> for JobRowsCodec {
             }),
             Err(e) => Out::Err(e),
         };
-        serde_json::to_string(&out)
+        // Quotes swapped, as `SwappedJson` has them: nothing to escape in the page.
+        serde_json::to_string(&out).map(swap_quotes)
     }
 }
 
@@ -152,18 +155,20 @@ impl Decoder<Result<JobList, ApiError>> for JobRowsCodec {
     type Encoded = str;
 
     fn decode(val: &str) -> Result<Result<JobList, ApiError>, serde_json::Error> {
-        Ok(match serde_json::from_str::<In>(val)? {
-            In::Ok(l) => Ok(JobList {
-                jobs: l.rows.into_iter().map(job).collect(),
-                total: l.total,
-                next_cursor: l.next_cursor,
-                now: l.now,
-                live_seq: l.live_seq,
-                newest: l.newest,
-                after: l.after,
-            }),
-            In::Err(e) => Err(e),
-        })
+        Ok(
+            match serde_json::from_str::<In>(&swap_quotes(val.to_string()))? {
+                In::Ok(l) => Ok(JobList {
+                    jobs: l.rows.into_iter().map(job).collect(),
+                    total: l.total,
+                    next_cursor: l.next_cursor,
+                    now: l.now,
+                    live_seq: l.live_seq,
+                    newest: l.newest,
+                    after: l.after,
+                }),
+                In::Err(e) => Err(e),
+            },
+        )
     }
 }
 

@@ -9,6 +9,7 @@ use crate::components::{loaded, PageError};
 use crate::format::escape_html_into as esc;
 use crate::live::use_live;
 use crate::model::{GridCell, GridNode, PoolGrid};
+use crate::wire::SwappedJson;
 
 #[component]
 pub fn PoolsPage() -> impl IntoView {
@@ -26,9 +27,11 @@ fn Pools() -> impl IntoView {
     // minutes (at most every 10 s of real time however fast the sim clock runs).
     let changed = live.throttled(std::time::Duration::from_secs(2), |_| true);
     let ticks = live.clock(std::time::Duration::from_secs(10));
-    let grids = Resource::new(
+    // In the page as `SwappedJson`: it needs no escaping there.
+    let grids = Resource::<_, SwappedJson>::new_with_options(
         move || (changed.get(), ticks.get()),
         |_| crate::functions::get_pool_grids(),
+        false,
     );
     view! {
         <section class="page-head">
