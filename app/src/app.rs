@@ -15,6 +15,7 @@ use crate::pages::{
     home::HomePage, job::JobDetailPage, jobs::JobsPage, launch::LaunchGallery,
     launch_form::LaunchFormPage, login::LoginPage,
 };
+use crate::sync_html::sync_html;
 
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     view! {
@@ -157,7 +158,8 @@ fn NavBar() -> impl IntoView {
                         }
                         _ => view! { <a class="who" href="/login">"Sign in"</a> }.into_any(),
                     };
-                    view! {
+                    // Waits on nothing: written in one pass (`sync_html`).
+                    sync_html(view! {
                         <nav aria-label="Main">
                             <A href="/" exact=true>"Home"</A>
                             {launch.then(|| view! { <A href="/launch">"Launch"</A> })}
@@ -172,7 +174,7 @@ fn NavBar() -> impl IntoView {
                             }
                         ></span>
                         {who}
-                    }
+                    })
                 })}
             </Transition>
             </div>

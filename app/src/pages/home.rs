@@ -8,6 +8,7 @@ use crate::format;
 use crate::functions::get_home;
 use crate::live::use_live;
 use crate::model::{HomeView, Pool, QuotaUse};
+use crate::sync_html::sync_html;
 use crate::wire::SwappedJson;
 
 #[component]
@@ -31,7 +32,8 @@ fn Home() -> impl IntoView {
         <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 loaded(home).await.map(|r| match r {
-                    Ok(h) => view! { <HomeBody home=h/> }.into_any(),
+                    // Waits on nothing: written in one pass (`sync_html`).
+                    Ok(h) => sync_html(view! { <HomeBody home=h/> }).into_any(),
                     Err(e) => view! { <PageError err=e/> }.into_any(),
                 })
             })}

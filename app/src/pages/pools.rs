@@ -9,6 +9,7 @@ use crate::components::{loaded, PageError};
 use crate::format::escape_html_into as esc;
 use crate::live::use_live;
 use crate::model::{GridCell, GridNode, PoolGrid};
+use crate::sync_html::sync_html;
 use crate::wire::SwappedJson;
 
 #[component]
@@ -43,10 +44,11 @@ fn Pools() -> impl IntoView {
                 loaded(grids).await.map(|r| match r {
                     Ok(list) => {
                         let note = list.iter().find_map(|g| g.metrics_note.clone());
-                        view! {
+                        // Waits on nothing: written in one pass (`sync_html`).
+                        sync_html(view! {
                             {note.map(|n| view! { <p class="notice" data-testid="metrics-note">{n}</p> })}
                             {list.into_iter().map(|g| view! { <Grid g/> }).collect_view()}
-                        }
+                        })
                         .into_any()
                     }
                     Err(e) => view! { <PageError err=e/> }.into_any(),
