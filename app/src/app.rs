@@ -41,7 +41,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 }
 
 /// The signed-in user for the whole page load.
-/// In every page as `SwappedJson` (it needs no escaping there).
+/// In every page as `SwappedJson` (far fewer escapes there).
 pub type ViewerResource = Resource<Result<Option<Viewer>, ApiError>, crate::wire::SwappedJson>;
 
 #[component]

@@ -15,7 +15,8 @@ pub fn gpus_nodes(gpus: u32) -> String {
 
 /// A span of seconds in the unit a person would use: "45 s", "12 min", "3.2 h", "2.5 days".
 pub fn duration(secs: i64) -> String {
-    let secs = secs.max(0);
+    // Clamped: the roundings below add to it (a max runtime is a u64).
+    let secs = secs.clamp(0, i64::MAX / 2);
     if secs < 60 {
         format!("{secs} s")
     } else if secs < 3600 {
@@ -48,9 +49,11 @@ pub fn ago(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
     }
 }
 
-/// `x` to one decimal, as `{:.1}` writes it but in integer arithmetic: "30.1", "-0.5",
-/// "0.0". Float formatting with a precision is slow, and a job page writes hundreds of
-/// these (its charts' coordinates). Halves round away from zero; not finite is 0.0.
+/// `x` to one decimal, like `{:.1}` but written from an integer: "30.1", "-0.5", "0.0".
+/// Float formatting with a precision is slow, and a job page writes hundreds of these (its
+/// charts' coordinates). Unlike `{:.1}`, halves and near-halves (0.15, whose tenfold rounds
+/// to 1.5) round away from zero, and there is no "-0.0"; not finite is 0.0. The server
+/// and the page run the same code on the same numbers, so they agree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tenths(i64);
 
@@ -84,8 +87,9 @@ pub fn whole(x: f64) -> i64 {
 
 /// The absolute time for tooltips and timelines: "2026-11-29 14:20:05 UTC".
 ///
-/// Written field by field: chrono's `format("%Y-%m-%d …")` parses its pattern again on every
-/// call, and a Jobs page writes this for each of its rows.
+/// Written digit by digit: chrono's `format("%Y-%m-%d …")` parses its pattern again on every
+/// call, and a Jobs page writes this for each of its rows. Years outside 0–9999 are as
+/// chrono writes them ("+10000", "-0001").
 pub fn absolute(t: DateTime<Utc>) -> String {
     use chrono::{Datelike, Timelike};
     let year = t.year();
@@ -274,6 +278,9 @@ mod tests {
         assert_eq!(duration(3 * 3600 + 720), "3.2 h");
         assert_eq!(duration(30 * 3600), "30 h");
         assert_eq!(duration(3 * 86400), "3.0 days");
+        // A max runtime near u64's top, as the pages pass it: no overflow.
+        assert!(duration(i64::MAX).ends_with(" days"));
+        assert_eq!(duration(u64::MAX as i64), "0 s");
         // Rounded to the nearest tenth (or hour from 10 h), as `{:.1}` / `{:.0}` read.
         for secs in (3600..48 * 3600)
             .step_by(7)

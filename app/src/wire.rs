@@ -4,9 +4,10 @@
 //! literal, with Rust's `Debug` escaping: a backslash before every `"`, and every one of them
 //! splits the write. JSON is quotes every few characters, and that escaping was 7 % of what
 //! the server spent on a Jobs page (callgrind over the page benchmark). [`SwappedJson`] is
-//! JSON with its double quotes and apostrophes swapped: what travels needs no escaping (an
-//! apostrophe in a value becomes a `"`, escaped as before), and the page reads it back by
-//! swapping them again. Both are ASCII, so the swap is a byte for a byte.
+//! JSON with its double quotes and apostrophes swapped: what travels needs far fewer
+//! escapes (none for plain JSON; an apostrophe in a value becomes a `"`, and backslashes
+//! and control characters are escaped as before), and the page reads it back by swapping
+//! them again. Both are ASCII, so the swap is a byte for a byte.
 
 use leptos::server::codee::{Decoder, Encoder};
 use serde::de::DeserializeOwned;
@@ -26,6 +27,16 @@ pub(crate) fn swap_quotes(s: String) -> String {
     String::from_utf8(bytes).expect("swapping two ASCII bytes keeps UTF-8")
 }
 
+/// `val` as JSON with its quotes swapped.
+pub(crate) fn to_swapped<T: Serialize + ?Sized>(val: &T) -> Result<String, serde_json::Error> {
+    serde_json::to_string(val).map(swap_quotes)
+}
+
+/// A value from JSON with its quotes swapped.
+pub(crate) fn from_swapped<T: DeserializeOwned>(val: &str) -> Result<T, serde_json::Error> {
+    serde_json::from_str(&swap_quotes(val.to_string()))
+}
+
 /// JSON with its quotes swapped (see the module's documentation): a resource's codec.
 pub struct SwappedJson;
 
@@ -34,7 +45,7 @@ impl<T: Serialize> Encoder<T> for SwappedJson {
     type Encoded = String;
 
     fn encode(val: &T) -> Result<String, serde_json::Error> {
-        serde_json::to_string(val).map(swap_quotes)
+        to_swapped(val)
     }
 }
 
@@ -43,7 +54,7 @@ impl<T: DeserializeOwned> Decoder<T> for SwappedJson {
     type Encoded = str;
 
     fn decode(val: &str) -> Result<T, serde_json::Error> {
-        serde_json::from_str(&swap_quotes(val.to_string()))
+        from_swapped(val)
     }
 }
 
@@ -74,7 +85,7 @@ mod tests {
     }
 
     #[test]
-    fn what_travels_needs_no_escaping_but_for_apostrophes() {
+    fn plain_json_travels_without_escapes() {
         let encoded = <SwappedJson as Encoder<_>>::encode(&serde_json::json!({
             "name": "llama-3.1-70b",
             "gpus": 16,

@@ -603,6 +603,7 @@ pub struct GpuPanelData {
     pub idle: bool,
 }
 
+#[cfg(feature = "ssr")]
 impl From<JobUtilization> for GpuPanelData {
     fn from(u: JobUtilization) -> Self {
         let series = |f: fn(&MeanSample) -> f64| u.mean.iter().map(f).collect::<Vec<f64>>();

@@ -25,7 +25,7 @@ fn Home() -> impl IntoView {
     let live = use_live();
     // Any change may move the home page's figures: refetched at most every 3 s.
     let changed = live.throttled(std::time::Duration::from_secs(3), |_| true);
-    // In the page as `SwappedJson`: it needs no escaping there.
+    // In the page as `SwappedJson`: far fewer escapes there.
     let home =
         Resource::<_, SwappedJson>::new_with_options(move || changed.get(), |_| get_home(), false);
     view! {

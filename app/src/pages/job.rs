@@ -53,7 +53,7 @@ fn JobDetail() -> impl IntoView {
             .try_with_value(|s| s.as_ref().is_some_and(|s| s.queued && c.pool == s.pool))
             .unwrap_or(false)
     });
-    // In the page as `SwappedJson`: it needs no escaping there.
+    // In the page as `SwappedJson`: far fewer escapes there.
     let page = Resource::<_, SwappedJson>::new_with_options(
         move || (id(), own.get(), queue.get()),
         |(id, _, _)| get_job(id),

@@ -26,7 +26,7 @@ pub(crate) fn GpuPanel(job_id: String, gpus: u32, show_idle: bool) -> impl IntoV
         })
     };
     let ticks = live.clock(std::time::Duration::from_secs(10));
-    // In the page as `SwappedJson`: it needs no escaping there.
+    // In the page as `SwappedJson`: far fewer escapes there.
     let util = Resource::<_, SwappedJson>::new_with_options(
         move || (own.get(), ticks.get()),
         move |_| crate::functions::get_job_utilization(job_id.clone()),

@@ -9,9 +9,10 @@
 //! page reads of it: what the table shows, what the Cancel button asks about, and what the
 //! live patching (`jobs_live`) compares. The fields it leaves out arrive empty; the page
 //! never reads them (the tests below check that a row, its patching facts and its place in
-//! the order come back as they went). Its quotes are swapped as [`crate::wire::SwappedJson`]
-//! has them, so that the page's string needs no escaping. Fetches after the page has loaded go through the
-//! server function as before, with whole rows; the API is unchanged.
+//! the order come back as they went). Its quotes are swapped as
+//! [`crate::wire::SwappedJson`] has them: the page's string needs far fewer escapes.
+//! Fetches after the page has loaded go through the server function as before, with whole
+//! rows; the API is unchanged.
 
 use chrono::{DateTime, Utc};
 use leptos::server::codee::{Decoder, Encoder};
@@ -19,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
 use crate::model::{Job, JobKey, JobList, JobState, Priority};
-use crate::wire::swap_quotes;
+use crate::wire::{from_swapped, to_swapped};
 
 /// A row: id, name, template, team, user, pool, GPUs, state, queue position, submitted,
 /// admitted, finished, and whether the viewer may cancel it. A tuple struct travels as an
@@ -41,8 +42,9 @@ struct Row<S>(
     bool,
 );
 
-/// A time as one number, nanoseconds since the Unix epoch: exact, and a fraction of the
-/// work of RFC 3339 text both ways (chrono's writing of the rows' three dates was 6 % of
+/// A time as one number, nanoseconds since the Unix epoch: exact (but for a leap second,
+/// which comes back as the next second's first; the database holds none), and a fraction of
+/// the work of RFC 3339 text both ways (chrono's writing of the rows' three dates was 6 % of
 /// what the server spent on a Jobs page, callgrind over the page benchmark).
 #[derive(Clone, Copy, PartialEq)]
 struct Instant(DateTime<Utc>);
@@ -145,8 +147,7 @@ impl Encoder<Result<JobList, ApiError>> for JobRowsCodec {
             }),
             Err(e) => Out::Err(e),
         };
-        // Quotes swapped, as `SwappedJson` has them: nothing to escape in the page.
-        serde_json::to_string(&out).map(swap_quotes)
+        to_swapped(&out)
     }
 }
 
@@ -155,20 +156,18 @@ impl Decoder<Result<JobList, ApiError>> for JobRowsCodec {
     type Encoded = str;
 
     fn decode(val: &str) -> Result<Result<JobList, ApiError>, serde_json::Error> {
-        Ok(
-            match serde_json::from_str::<In>(&swap_quotes(val.to_string()))? {
-                In::Ok(l) => Ok(JobList {
-                    jobs: l.rows.into_iter().map(job).collect(),
-                    total: l.total,
-                    next_cursor: l.next_cursor,
-                    now: l.now,
-                    live_seq: l.live_seq,
-                    newest: l.newest,
-                    after: l.after,
-                }),
-                In::Err(e) => Err(e),
-            },
-        )
+        Ok(match from_swapped::<In>(val)? {
+            In::Ok(l) => Ok(JobList {
+                jobs: l.rows.into_iter().map(job).collect(),
+                total: l.total,
+                next_cursor: l.next_cursor,
+                now: l.now,
+                live_seq: l.live_seq,
+                newest: l.newest,
+                after: l.after,
+            }),
+            In::Err(e) => Err(e),
+        })
     }
 }
 

@@ -28,7 +28,7 @@ fn Pools() -> impl IntoView {
     // minutes (at most every 10 s of real time however fast the sim clock runs).
     let changed = live.throttled(std::time::Duration::from_secs(2), |_| true);
     let ticks = live.clock(std::time::Duration::from_secs(10));
-    // In the page as `SwappedJson`: it needs no escaping there.
+    // In the page as `SwappedJson`: far fewer escapes there.
     let grids = Resource::<_, SwappedJson>::new_with_options(
         move || (changed.get(), ticks.get()),
         |_| crate::functions::get_pool_grids(),
