@@ -5,6 +5,7 @@ use leptos::prelude::*;
 
 use crate::components::{loaded, ErrorBox};
 use crate::format;
+use crate::format::escape_html_into as esc;
 use crate::live::use_live;
 use crate::sync_html::sync_html;
 use crate::wire::SwappedJson;
@@ -63,26 +64,39 @@ fn unavailable_line(message: Option<&str>) -> String {
     }
 }
 
-/// A cell's colour: pale to deep blue with utilization; red under 5 %.
-fn heat(u: f64) -> String {
+/// A cell's colour, written into `h`: pale to deep blue with utilization; red under 5 %.
+fn heat_into(h: &mut String, u: f64) {
+    use std::fmt::Write;
     if u < 5.0 {
-        "background: #f6c8c2".into()
+        h.push_str("background: #f6c8c2;");
     } else {
         let text = if u > 55.0 { "#ffffff" } else { "#0b1020" };
-        format!(
-            "background: hsl(220, 70%, {}%); color: {text}",
+        let _ = write!(
+            h,
+            "background: hsl(220, 70%, {}%); color: {text};",
             format::whole(92.0 - u * 0.55)
-        )
+        );
     }
 }
 
 #[component]
 fn GpuView(u: crate::model::GpuPanelData, show_idle: bool) -> impl IntoView {
-    let mut nodes: Vec<(String, Vec<(u32, f64)>)> = Vec::new();
-    for (node, gpu, last) in u.cells {
-        match nodes.iter_mut().find(|(n, _)| *n == node) {
-            Some((_, cells)) => cells.push((gpu, last)),
-            None => nodes.push((node, vec![(gpu, last)])),
+    // Written as one string, as the Pools grid is: a cell a GPU and three charts, none of
+    // them reactive, were a sixth of what a job page cost the server as views (callgrind,
+    // the page benchmark). Hydration keeps what the server sent; a refetch writes it anew.
+    view! { <div class="gpu-view" inner_html=gpu_view_html(&u, show_idle)></div> }
+}
+
+/// The panel's contents as HTML: the idle warning (for those who may act on it), the node ×
+/// GPU heatmap with each GPU's latest utilization, and the three charts.
+pub(crate) fn gpu_view_html(u: &crate::model::GpuPanelData, show_idle: bool) -> String {
+    use std::fmt::Write;
+    // Grouped by node, in the order the back end sends them.
+    let mut nodes: Vec<(&str, Vec<(u32, f64)>)> = Vec::new();
+    for (node, gpu, last) in &u.cells {
+        match nodes.iter_mut().find(|(n, _)| n == node) {
+            Some((_, cells)) => cells.push((*gpu, *last)),
+            None => nodes.push((node, vec![(*gpu, *last)])),
         }
     }
     let columns = nodes.iter().map(|(_, c)| c.len()).max().unwrap_or(0);
@@ -100,78 +114,151 @@ fn GpuView(u: crate::model::GpuPanelData, show_idle: bool) -> impl IntoView {
         (Some(a), Some(b)) => format!("{} – {}", a.format("%H:%M"), b.format("%H:%M UTC")),
         _ => String::new(),
     };
-    let sampled = if u.step_s > 60 {
-        format!(" Whole run, one sample per {}.", format::duration(u.step_s))
-    } else {
-        String::new()
-    };
-    view! {
-        {(u.idle && show_idle).then(|| view! {
-            <p class="notice idle" data-testid="gpu-idle">
-                <strong>"Idle: "</strong>
-                "every GPU of this job has been under 5 % for 30 minutes. It holds its GPUs doing nothing: check it, or cancel it so others can use them."
-            </p>
-        })}
-        <div class="heatmap" data-testid="gpu-heatmap" data-at=at.clone()>
-            <div class="heat-row heat-labels" aria-hidden="true">
-                <span class="heat-node">"Node"</span>
-                {(0..columns).map(|g| view! { <span class="heat-col">{format!("GPU {g}")}</span> }).collect_view()}
-            </div>
-            {nodes.into_iter().map(|(node, cells)| view! {
-                <div class="heat-row">
-                    <span class="heat-node">{node.clone()}</span>
-                    {cells.into_iter().map(|(gpu, v)| {
-                        let whole = format::whole(v);
-                        view! {
-                            <span class="heat-cell" style=heat(v) title=format!("{node} GPU {gpu}: {whole} %") data-util=format::Tenths::of(v).to_string()>{whole.to_string()}</span>
-                        }
-                    }).collect_view()}
-                </div>
-            }).collect_view()}
-            <p class="muted small">{format!("Utilization (%) per GPU at {at}; red: under 5 %.{sampled}")}</p>
-        </div>
-        <div class="sparks">
-            <Spark title="Mean utilization" unit="%" values=u.util_pct max=100.0 span=span.clone()/>
-            <Spark title="Memory in use (mean per GPU)" unit="GiB" values=u.fb_used_gib max=80.0 span=span.clone()/>
-            <Spark title="Power (mean per GPU)" unit="W" values=u.power_w max=700.0 span=span/>
-        </div>
+    let mut h =
+        String::with_capacity(2_000 + u.cells.len() * 200 + 3 * (800 + u.util_pct.len() * 12));
+    if u.idle && show_idle {
+        h.push_str(r#"<p class="notice idle" data-testid="gpu-idle"><strong>Idle: </strong>every GPU of this job has been under 5 % for 30 minutes. It holds its GPUs doing nothing: check it, or cancel it so others can use them.</p>"#);
     }
+    h.push_str(r#"<div class="heatmap" data-testid="gpu-heatmap" data-at=""#);
+    esc(&mut h, &at);
+    h.push_str(r#""><div class="heat-row heat-labels" aria-hidden="true"><span class="heat-node">Node</span>"#);
+    for g in 0..columns {
+        let _ = write!(h, r#"<span class="heat-col">GPU {g}</span>"#);
+    }
+    h.push_str("</div>");
+    for (node, cells) in &nodes {
+        h.push_str(r#"<div class="heat-row"><span class="heat-node">"#);
+        esc(&mut h, node);
+        h.push_str("</span>");
+        for (gpu, v) in cells {
+            let whole = format::whole(*v);
+            h.push_str(r#"<span class="heat-cell" style=""#);
+            heat_into(&mut h, *v);
+            h.push_str(r#"" title=""#);
+            esc(&mut h, node);
+            let _ = write!(h, r#" GPU {gpu}: {whole} %" data-util=""#);
+            format::Tenths::of(*v).write_into(&mut h);
+            let _ = write!(h, r#"">{whole}</span>"#);
+        }
+        h.push_str("</div>");
+    }
+    h.push_str(r#"<p class="muted small">Utilization (%) per GPU at "#);
+    esc(&mut h, &at);
+    h.push_str("; red: under 5 %.");
+    if u.step_s > 60 {
+        h.push_str(" Whole run, one sample per ");
+        esc(&mut h, &format::duration(u.step_s));
+        h.push('.');
+    }
+    h.push_str(r#"</p></div><div class="sparks">"#);
+    spark_into(&mut h, "Mean utilization", "%", &u.util_pct, 100.0, &span);
+    spark_into(
+        &mut h,
+        "Memory in use (mean per GPU)",
+        "GiB",
+        &u.fb_used_gib,
+        80.0,
+        &span,
+    );
+    spark_into(
+        &mut h,
+        "Power (mean per GPU)",
+        "W",
+        &u.power_w,
+        700.0,
+        &span,
+    );
+    h.push_str("</div>");
+    h
 }
 
-/// A small line chart with its axes labelled: 0 and `max` on the left, the time span below.
-#[component]
-fn Spark(
-    title: &'static str,
-    unit: &'static str,
-    values: Vec<f64>,
-    max: f64,
-    span: String,
-) -> impl IntoView {
-    let (w, h) = (300.0, 90.0);
+/// A small line chart with its axes labelled, written into `h`: 0 and `max` on the left, the
+/// time span below. `title` and `unit` are ours (no escaping); `span` is escaped.
+fn spark_into(h: &mut String, title: &str, unit: &str, values: &[f64], max: f64, span: &str) {
+    use std::fmt::Write;
+    // The chart's box: 300 × 90, the axes at x 34 and y 74 (h − 16), the span's baseline at
+    // y 87 (h − 3), its right edge at x 294 (w − 6).
+    let (w, ht) = (300.0, 90.0);
     let n = values.len().max(2) as f64 - 1.0;
-    // Written as whole tenths: float formatting for two coordinates of up to 240 samples on
-    // each of three charts was a tenth of what a job page cost the server (callgrind).
-    let mut points = String::with_capacity(values.len() * 12);
-    for (i, v) in values.iter().enumerate() {
-        use std::fmt::Write;
-        let x = format::Tenths::of(34.0 + i as f64 / n * (w - 40.0));
-        let y = format::Tenths::of(8.0 + (1.0 - (v / max).clamp(0.0, 1.0)) * (h - 24.0));
-        let sep = if i == 0 { "" } else { " " };
-        let _ = write!(points, "{sep}{x},{y}");
-    }
     let last = values.last().copied().unwrap_or(0.0);
-    let label = format!("{title}, {span}, in {unit}");
-    view! {
-        <figure class="spark">
-            <figcaption>{title} ": " <strong>{format!("{} {unit}", format::whole(last))}</strong></figcaption>
-            <svg viewBox=format!("0 0 {w} {h}") role="img" aria-label=label>
-                <line x1="34" y1="8" x2="34" y2=format!("{}", h - 16.0) class="axis"/>
-                <line x1="34" y1=format!("{}", h - 16.0) x2=format!("{}", w - 6.0) y2=format!("{}", h - 16.0) class="axis"/>
-                <text x="30" y="14" text-anchor="end">{format!("{} {unit}", format::whole(max))}</text>
-                <text x="30" y=format!("{}", h - 16.0) text-anchor="end">{format!("0 {unit}")}</text>
-                <text x=format!("{}", w - 6.0) y=format!("{}", h - 3.0) text-anchor="end">{span}</text>
-                <polyline points=points class="line"/>
-            </svg>
-        </figure>
+    let _ = write!(
+        h,
+        r#"<figure class="spark"><figcaption>{title}: <strong>{} {unit}</strong></figcaption><svg viewBox="0 0 300 90" role="img" aria-label="{title}, "#,
+        format::whole(last)
+    );
+    esc(h, span);
+    let _ = write!(
+        h,
+        r#", in {unit}"><line x1="34" y1="8" x2="34" y2="74" class="axis"></line><line x1="34" y1="74" x2="294" y2="74" class="axis"></line><text x="30" y="14" text-anchor="end">{} {unit}</text><text x="30" y="74" text-anchor="end">0 {unit}</text><text x="294" y="87" text-anchor="end">"#,
+        format::whole(max)
+    );
+    esc(h, span);
+    h.push_str(r#"</text><polyline points=""#);
+    // Whole tenths, digit by digit: float formatting for two coordinates of up to 240
+    // samples on each of three charts was a tenth of what a job page cost the server.
+    for (i, v) in values.iter().enumerate() {
+        if i > 0 {
+            h.push(' ');
+        }
+        format::Tenths::of(34.0 + i as f64 / n * (w - 40.0)).write_into(h);
+        h.push(',');
+        format::Tenths::of(8.0 + (1.0 - (v / max).clamp(0.0, 1.0)) * (ht - 24.0)).write_into(h);
+    }
+    h.push_str(r#"" class="line"></polyline></svg></figure>"#);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::GpuPanelData;
+
+    fn panel(idle: bool) -> GpuPanelData {
+        let at = |m: i64| chrono::DateTime::from_timestamp(1_790_000_000 + m * 60, 0);
+        GpuPanelData {
+            available: true,
+            message: None,
+            from: at(0),
+            to: at(3),
+            step_s: 60,
+            cells: vec![
+                ("node-<0>".into(), 0, 35.84),
+                ("node-<0>".into(), 1, 2.0),
+                ("node-1".into(), 0, 71.25),
+            ],
+            util_pct: vec![10.0, 55.55, 120.0],
+            fb_used_gib: vec![40.0],
+            power_w: vec![],
+            idle,
+        }
+    }
+
+    /// What the view wrote before it was one string: a cell a GPU, grouped by node in the
+    /// back end's order, with its colour, title and reading; names escaped; the charts'
+    /// points in whole tenths, clamped to the chart; the idle warning only for who may act.
+    #[test]
+    fn the_panel_has_a_cell_a_gpu_and_three_labelled_charts() {
+        let h = gpu_view_html(&panel(true), true);
+        assert_eq!(h.matches(r#"class="heat-cell""#).count(), 3, "{h}");
+        assert_eq!(h.matches(r#"<div class="heat-row">"#).count(), 2, "{h}");
+        assert_eq!(h.matches(r#"<span class="heat-col">"#).count(), 2, "{h}");
+        assert!(h.contains(r#"<span class="heat-node">node-&lt;0&gt;</span><span class="heat-cell" style="background: hsl(220, 70%, 72%); color: #0b1020;" title="node-&lt;0&gt; GPU 0: 36 %" data-util="35.8">36</span><span class="heat-cell" style="background: #f6c8c2;" title="node-&lt;0&gt; GPU 1: 2 %" data-util="2.0">2</span></div>"#), "{h}");
+        assert!(h.contains(r#"style="background: hsl(220, 70%, 53%); color: #ffffff;" title="node-1 GPU 0: 71 %" data-util="71.3">71</span>"#), "{h}");
+        assert!(!h.contains("<0>"), "{h}");
+        assert_eq!(h.matches(r#"<figure class="spark">"#).count(), 3, "{h}");
+        assert!(
+            h.contains(r#"aria-label="Mean utilization, 14:13 – 14:16 UTC, in %""#),
+            "{h}"
+        );
+        // x from 34 to 294 over the samples; y from 74 (0) up to 8 (the max), clamped.
+        assert!(
+            h.contains(r#"points="34.0,67.4 164.0,37.3 294.0,8.0""#),
+            "{h}"
+        );
+        assert!(h.contains(r#"points="34.0,41.0""#), "{h}");
+        assert!(h.contains(r#"points="""#), "{h}");
+        assert!(h.contains("<strong>120 %</strong>"), "{h}");
+        assert!(h.contains(r#"data-testid="gpu-idle""#), "{h}");
+        assert!(!gpu_view_html(&panel(true), false).contains("gpu-idle"));
+        assert!(!gpu_view_html(&panel(false), true).contains("gpu-idle"));
     }
 }

@@ -58,23 +58,32 @@ fn Pools() -> impl IntoView {
     }
 }
 
-fn cell_style(c: &GridCell) -> String {
-    // Your team's jobs in blue, other teams' in grey-violet; darker when busier.
+/// A cell's colour, written into `h`: your team's jobs in blue, other teams' in grey-violet;
+/// darker when busier. Our own text and numbers only: nothing in it needs escaping.
+fn cell_style_into(h: &mut String, c: &GridCell) {
+    use std::fmt::Write;
     let hue = if c.job_id.is_some() {
         "220, 70%"
     } else {
         "265, 22%"
     };
     match (&c.job, c.util_pct) {
-        (None, _) => "background: var(--line)".into(),
-        (Some(_), None) => format!("background: hsl({hue}, 70%)"),
-        (Some(_), Some(u)) if u < 5.0 => "background: #f6c8c2".into(),
+        (None, _) => h.push_str("background: var(--line)"),
+        (Some(_), None) => {
+            h.push_str("background: hsl(");
+            h.push_str(hue);
+            h.push_str(", 70%)");
+        }
+        (Some(_), Some(u)) if u < 5.0 => h.push_str("background: #f6c8c2"),
         (Some(_), Some(u)) => {
             let text = if u > 60.0 { "#ffffff" } else { "#0b1020" };
-            format!(
-                "background: hsl({hue}, {:.0}%); color: {text}",
-                88.0 - u * 0.5
-            )
+            h.push_str("background: hsl(");
+            h.push_str(hue);
+            let _ = write!(
+                h,
+                ", {}%); color: {text}",
+                crate::format::whole(88.0 - u * 0.5)
+            );
         }
     }
 }
@@ -104,25 +113,35 @@ fn Grid(g: PoolGrid) -> impl IntoView {
 pub fn grid_html(nodes: &[GridNode]) -> String {
     use std::fmt::Write;
     let mut h = String::with_capacity(64 + nodes.len() * 8 * 220);
+    let (mut title, mut escaped) = (String::with_capacity(96), String::with_capacity(96));
     for n in nodes {
         h.push_str(r#"<div class="heat-row"><span class="heat-node">"#);
         esc(&mut h, &n.name);
         h.push_str("</span>");
         for (i, c) in n.cells.iter().enumerate() {
-            let title = match (&c.job, c.util_pct) {
-                (None, _) => format!("{} GPU {i}: free", n.name),
-                (Some(j), Some(u)) => format!("{} GPU {i}: {j} · {u:.0} %", n.name),
-                (Some(j), None) => format!("{} GPU {i}: {j}", n.name),
-            };
+            // Pushed, not `format!`: a pool page writes this for every GPU of every node.
+            title.clear();
+            title.push_str(&n.name);
+            let _ = write!(title, " GPU {i}: ");
+            match (&c.job, c.util_pct) {
+                (None, _) => title.push_str("free"),
+                (Some(j), Some(u)) => {
+                    title.push_str(j);
+                    let _ = write!(title, " · {} %", crate::format::whole(u));
+                }
+                (Some(j), None) => title.push_str(j),
+            }
             let tag = if c.job_id.is_some() { "a" } else { "span" };
             h.push('<');
             h.push_str(tag);
             h.push_str(r#" class="heat-cell grid-cell" style=""#);
-            esc(&mut h, &cell_style(c));
+            cell_style_into(&mut h, c);
+            escaped.clear();
+            esc(&mut escaped, &title);
             h.push_str(r#"" title=""#);
-            esc(&mut h, &title);
+            h.push_str(&escaped);
             h.push_str(r#"" aria-label=""#);
-            esc(&mut h, &title);
+            h.push_str(&escaped);
             if let Some(id) = &c.job_id {
                 h.push_str(r#"" href="/jobs/"#);
                 esc(&mut h, id);
@@ -131,7 +150,7 @@ pub fn grid_html(nodes: &[GridNode]) -> String {
             esc(&mut h, c.job.as_deref().unwrap_or_default());
             h.push_str(r#"">"#);
             if let Some(u) = c.util_pct {
-                let _ = write!(h, "{u:.0}");
+                let _ = write!(h, "{}", crate::format::whole(u));
             }
             h.push_str("</");
             h.push_str(tag);
@@ -168,7 +187,7 @@ mod tests {
         }];
         let h = grid_html(&nodes);
         assert_eq!(h.matches("grid-cell").count(), 3, "{h}");
-        assert!(h.starts_with(r#"<div class="heat-row"><span class="heat-node">node-0</span><a class="heat-cell grid-cell""#), "{h}");
+        assert!(h.starts_with(r#"<div class="heat-row"><span class="heat-node">node-0</span><a class="heat-cell grid-cell" style="background: hsl(220, 70%, 67%); color: #0b1020""#), "{h}");
         assert!(
             h.contains(r#"title="node-0 GPU 0: &lt;b&gt;x&lt;/b&gt; &amp; &quot;y&quot; · 42 %""#),
             "{h}"
