@@ -120,25 +120,48 @@ impl Progress {
         self.admitted_at.is_some()
     }
 
+    /// "#3 in queue · waiting 12 min", "running 3.2 h", "ran 45 min": a Jobs page writes one
+    /// a row (pushed, not `format!`ted).
     pub fn text(self, now: DateTime<Utc>) -> String {
-        match self.state {
-            JobState::Queued => match self.queue_position {
-                Some(p) => format!(
-                    "#{p} in queue · waiting {}",
-                    format::since(now, self.created_at)
-                ),
-                None => format!("queued · waiting {}", format::since(now, self.created_at)),
-            },
-            JobState::Admitted => "admitted · starting".to_string(),
-            JobState::Running => match self.admitted_at {
-                Some(t) => format!("running {}", format::since(now, t)),
-                None => "running".to_string(),
-            },
+        let mut out = String::with_capacity(40);
+        let span = match self.state {
+            JobState::Queued => {
+                match self.queue_position {
+                    Some(p) => {
+                        out.push('#');
+                        out.push_str(&p.to_string());
+                        out.push_str(" in queue · waiting ");
+                    }
+                    None => out.push_str("queued · waiting "),
+                }
+                Some(now - self.created_at)
+            }
+            JobState::Admitted => {
+                out.push_str("admitted · starting");
+                None
+            }
+            JobState::Running => {
+                out.push_str("running");
+                self.admitted_at.map(|t| now - t)
+            }
             _ => match (self.admitted_at, self.finished_at) {
-                (Some(a), Some(f)) => format!("ran {}", format::since(f, a)),
-                _ => "never ran".to_string(),
+                (Some(a), Some(f)) => {
+                    out.push_str("ran");
+                    Some(f - a)
+                }
+                _ => {
+                    out.push_str("never ran");
+                    None
+                }
             },
+        };
+        if let Some(span) = span {
+            if !out.ends_with(' ') {
+                out.push(' ');
+            }
+            format::duration_into(&mut out, span.num_seconds());
         }
+        out
     }
 }
 
@@ -256,5 +279,39 @@ mod tests {
             state_badge_html(JobState::Running),
             r#"<span class="badge state-running" data-state="running"><span aria-hidden="true">▶</span> running</span>"#
         );
+    }
+
+    /// A row's progress text in each state, spans in the units `format::duration` picks.
+    #[test]
+    fn progress_reads_as_the_state_and_its_span() {
+        let now = DateTime::from_timestamp(1_790_000_000, 0).expect("in range");
+        let ago = |s: i64| now - chrono::Duration::seconds(s);
+        let p = |state, queue_position, admitted: Option<i64>, finished: Option<i64>| {
+            Progress {
+                state,
+                queue_position,
+                created_at: ago(720),
+                admitted_at: admitted.map(ago),
+                finished_at: finished.map(ago),
+            }
+            .text(now)
+        };
+        use JobState::*;
+        assert_eq!(
+            p(Queued, Some(3), None, None),
+            "#3 in queue · waiting 12 min"
+        );
+        assert_eq!(p(Queued, None, None, None), "queued · waiting 12 min");
+        assert_eq!(p(Admitted, None, Some(5), None), "admitted · starting");
+        assert_eq!(
+            p(Running, None, Some(3 * 3600 + 720), None),
+            "running 3.2 h"
+        );
+        assert_eq!(p(Running, None, None, None), "running");
+        assert_eq!(p(Succeeded, None, Some(3000), Some(300)), "ran 45 min");
+        assert_eq!(p(Failed, None, Some(50), Some(5)), "ran 45 s");
+        assert_eq!(p(Cancelled, None, None, Some(5)), "never ran");
+        // A clock behind the job's times reads as no time, not a negative one.
+        assert_eq!(p(Running, None, Some(-30), None), "running 0 s");
     }
 }

@@ -15,24 +15,59 @@ pub fn gpus_nodes(gpus: u32) -> String {
 
 /// A span of seconds in the unit a person would use: "45 s", "12 min", "3.2 h", "2.5 days".
 pub fn duration(secs: i64) -> String {
+    let mut out = String::with_capacity(12);
+    duration_into(&mut out, secs);
+    out
+}
+
+/// [`duration`] written into `out`. Pushed digit by digit rather than `format!`ted: a Jobs
+/// page writes one or two for each of its rows, with the words around them.
+pub fn duration_into(out: &mut String, secs: i64) {
     // Clamped: the roundings below add to it (a max runtime is a u64).
-    let secs = secs.clamp(0, i64::MAX / 2);
+    let secs = secs.clamp(0, i64::MAX / 2) as u64;
     if secs < 60 {
-        format!("{secs} s")
+        push_digits(out, secs);
+        out.push_str(" s");
     } else if secs < 3600 {
-        format!("{} min", secs / 60)
+        push_digits(out, secs / 60);
+        out.push_str(" min");
     } else if secs < 48 * 3600 {
-        // Whole tenths of an hour, in integers (a Jobs page writes this for most rows).
+        // Whole tenths of an hour, in integers.
         let tenths = (secs + 180) / 360;
         if tenths < 100 {
-            format!("{}.{} h", tenths / 10, tenths % 10)
+            push_tenths(out, tenths);
         } else {
-            format!("{} h", (secs + 1800) / 3600)
+            push_digits(out, (secs + 1800) / 3600);
         }
+        out.push_str(" h");
     } else {
-        let tenths = (secs + 4320) / 8640;
-        format!("{}.{} days", tenths / 10, tenths % 10)
+        push_tenths(out, (secs + 4320) / 8640);
+        out.push_str(" days");
     }
+}
+
+/// `n` in decimal digits.
+fn push_digits(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[i..] {
+        out.push(char::from(d));
+    }
+}
+
+/// `tenths` / 10 with its one decimal: "3.2".
+fn push_tenths(out: &mut String, tenths: u64) {
+    push_digits(out, tenths / 10);
+    out.push('.');
+    out.push(char::from(b'0' + (tenths % 10) as u8));
 }
 
 pub fn since(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
@@ -45,7 +80,10 @@ pub fn ago(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
     if secs < 5 {
         "just now".to_string()
     } else {
-        format!("{} ago", duration(secs))
+        let mut out = String::with_capacity(16);
+        duration_into(&mut out, secs);
+        out.push_str(" ago");
+        out
     }
 }
 
@@ -65,32 +103,14 @@ impl Tenths {
             0
         })
     }
-}
 
-impl Tenths {
     /// Written into `out` as [`Display`](std::fmt::Display) writes it ("-12.3"), digit by
     /// digit: a chart writes two a sample.
     pub fn write_into(&self, out: &mut String) {
         if self.0 < 0 {
             out.push('-');
         }
-        let a = self.0.unsigned_abs();
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        let mut whole = a / 10;
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (whole % 10) as u8;
-            whole /= 10;
-            if whole == 0 {
-                break;
-            }
-        }
-        for &d in &digits[i..] {
-            out.push(char::from(d));
-        }
-        out.push('.');
-        out.push(char::from(b'0' + (a % 10) as u8));
+        push_tenths(out, self.0.unsigned_abs());
     }
 }
 
@@ -364,6 +384,14 @@ mod tests {
     #[test]
     fn durations_pick_a_readable_unit() {
         assert_eq!(duration(-3), "0 s");
+        for secs in 0..3600 {
+            let want = if secs < 60 {
+                format!("{secs} s")
+            } else {
+                format!("{} min", secs / 60)
+            };
+            assert_eq!(duration(secs), want);
+        }
         assert_eq!(duration(59), "59 s");
         assert_eq!(duration(720), "12 min");
         assert_eq!(duration(3 * 3600 + 720), "3.2 h");
