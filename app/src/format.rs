@@ -383,6 +383,13 @@ mod tests {
 
     #[test]
     fn durations_pick_a_readable_unit() {
+        let now = DateTime::from_timestamp(1_790_000_000, 0).expect("in range");
+        let before = |s: i64| now - chrono::Duration::seconds(s);
+        assert_eq!(ago(now, before(4)), "just now");
+        assert_eq!(ago(now, before(-60)), "just now");
+        assert_eq!(ago(now, before(5)), "5 s ago");
+        assert_eq!(ago(now, before(3 * 3600 + 720)), "3.2 h ago");
+        assert_eq!(since(now, before(720)), "12 min");
         assert_eq!(duration(-3), "0 s");
         for secs in 0..3600 {
             let want = if secs < 60 {

@@ -261,4 +261,35 @@ mod tests {
         assert!(!gpu_view_html(&panel(true), false).contains("gpu-idle"));
         assert!(!gpu_view_html(&panel(false), true).contains("gpu-idle"));
     }
+
+    /// The whole panel for a long run (sampled every 5 min), its idle notice on, against the
+    /// markup the view wrote before it was one string (its `<!>` hydration markers taken out,
+    /// attributes in the new order).
+    #[test]
+    fn a_long_runs_panel_reads_as_the_view_wrote_it() {
+        let mut u = panel(true);
+        u.step_s = 300;
+        u.cells.truncate(1);
+        u.util_pct = vec![50.0, 25.0];
+        u.fb_used_gib.clear();
+        let h = gpu_view_html(&u, true);
+        let chart = |title: &str, unit: &str, last: &str, max: &str, points: &str| {
+            format!(
+                r#"<figure class="spark"><figcaption>{title}: <strong>{last} {unit}</strong></figcaption><svg viewBox="0 0 300 90" role="img" aria-label="{title}, 14:13 – 14:16 UTC, in {unit}"><line x1="34" y1="8" x2="34" y2="74" class="axis"></line><line x1="34" y1="74" x2="294" y2="74" class="axis"></line><text x="30" y="14" text-anchor="end">{max} {unit}</text><text x="30" y="74" text-anchor="end">0 {unit}</text><text x="294" y="87" text-anchor="end">14:13 – 14:16 UTC</text><polyline points="{points}" class="line"></polyline></svg></figure>"#
+            )
+        };
+        let want = [
+            r#"<p class="notice idle" data-testid="gpu-idle"><strong>Idle: </strong>every GPU of this job has been under 5 % for 30 minutes. It holds its GPUs doing nothing: check it, or cancel it so others can use them.</p>"#.to_string(),
+            r#"<div class="heatmap" data-testid="gpu-heatmap" data-at="14:16 UTC"><div class="heat-row heat-labels" aria-hidden="true"><span class="heat-node">Node</span><span class="heat-col">GPU 0</span></div>"#.to_string(),
+            r#"<div class="heat-row"><span class="heat-node">node-&lt;0&gt;</span><span class="heat-cell" style="background: hsl(220, 70%, 72%); color: #0b1020;" title="node-&lt;0&gt; GPU 0: 36 %" data-util="35.8">36</span></div>"#.to_string(),
+            r#"<p class="muted small">Utilization (%) per GPU at 14:16 UTC; red: under 5 %. Whole run, one sample per 5 min.</p></div>"#.to_string(),
+            r#"<div class="sparks">"#.to_string(),
+            chart("Mean utilization", "%", "25", "100", "34.0,41.0 294.0,57.5"),
+            chart("Memory in use (mean per GPU)", "GiB", "0", "80", ""),
+            chart("Power (mean per GPU)", "W", "0", "700", ""),
+            "</div>".to_string(),
+        ]
+        .concat();
+        assert_eq!(h, want);
+    }
 }
