@@ -37,6 +37,10 @@
 //! the cached and rendered figures under that load. The rate the writes reached is printed.
 //! `GANTRY_BENCH_DUMP=dir` writes each page's bytes to `dir/0.html`, `dir/1.html`… in the order
 //! printed. `GANTRY_BENCH_RENDERED_ONLY=1` skips the cached figure (to profile rendering alone).
+//! Under each page a line gives, for its rendered figure, the whole process's CPU time per
+//! request (both servers, the load and the kernel's work for them, from `/proc/self/stat`)
+//! and how many cores were busy, for the page and for the static handler: a page whose cores
+//! were not all busy was held down by waiting, not by work.
 //! `GANTRY_BENCH_LOG` is a tracing filter for the server's log on stderr: `sqlx::query=debug`
 //! lists every statement a page makes, with its time. Both servers and the load run in this
 //! process on the same cores, so the ratio, not the absolute figure, is what carries over to
@@ -102,30 +106,76 @@ async fn load(
     )
 }
 
+/// The CPU time this process has used, user and system, in seconds: every thread (both
+/// servers, the load, the runtime's and SQLite's threads) and the kernel's work for them.
+/// Linux's `/proc/self/stat`, whose times are in USER_HZ ticks (100 a second in Linux's ABI);
+/// `None` where there is no such file.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command's name, which is in parentheses: the state is field 3,
+    // utime field 14, stime field 15.
+    let fields: Vec<&str> = stat
+        .get(stat.rfind(')')? + 2..)?
+        .split_whitespace()
+        .collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
+/// What [`against_static`] measured, the page's figures first and the static handler's
+/// second in each pair.
+struct Turns {
+    /// Requests per second.
+    rate: [f64; 2],
+    /// Answers of the page that were not 200.
+    bad: u64,
+    /// The process's CPU time per request, in microseconds (NaN without `/proc`).
+    cpu_us: [f64; 2],
+    /// The process's CPU time per second of wall time: how many cores were busy.
+    cores: [f64; 2],
+}
+
 /// `url` and the static handler's `static_url` loaded in turns, a second each, `seconds` of
 /// each: how fast the machine is drifts (other work on it, the CPU's clock), and a drift
-/// then falls on both figures alike instead of on one. Requests per second of each, and how
-/// many of `url`'s answers were not 200.
+/// then falls on both figures alike instead of on one.
 async fn against_static(
     client: &reqwest::Client,
     url: &str,
     static_url: &str,
     connections: u64,
     seconds: u64,
-) -> (f64, f64, u64) {
-    // Answers, answers not 200 and seconds: the page's, then the static handler's.
-    let mut sums = [(0, 0, 0.0); 2];
+) -> Turns {
+    // Answers, answers not 200, seconds and CPU seconds: the page's, then the static handler's.
+    let mut sums = [(0, 0, 0.0, 0.0); 2];
     for turn in 0..seconds {
         // Each goes first every other turn.
         let order = if turn % 2 == 0 { [0, 1] } else { [1, 0] };
         for which in order {
+            let cpu = cpu_seconds();
             let (d, b, s) = load(client, [url, static_url][which], connections, 1).await;
+            let cpu = match (cpu, cpu_seconds()) {
+                (Some(a), Some(b)) => b - a,
+                _ => f64::NAN,
+            };
             let sum = &mut sums[which];
-            *sum = (sum.0 + d, sum.1 + b, sum.2 + s);
+            *sum = (sum.0 + d, sum.1 + b, sum.2 + s, sum.3 + cpu);
         }
     }
-    let [(done, bad, secs), (static_done, _, static_secs)] = sums;
-    (done as f64 / secs, static_done as f64 / static_secs, bad)
+    let figure = |(done, _, secs, cpu): (u64, u64, f64, f64)| {
+        (
+            done as f64 / secs,
+            1e6 * cpu / done.max(1) as f64,
+            cpu / secs,
+        )
+    };
+    let (page, stat) = (figure(sums[0]), figure(sums[1]));
+    Turns {
+        rate: [page.0, stat.0],
+        bad: sums[0].1,
+        cpu_us: [page.1, stat.1],
+        cores: [page.2, stat.2],
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -373,7 +423,8 @@ async fn run() -> anyhow::Result<()> {
         let (gantry, static_cached, bad) = if rendered_only {
             (f64::NAN, f64::NAN, 0)
         } else {
-            against_static(&client, &url, &static_url, connections, seconds).await
+            let t = against_static(&client, &url, &static_url, connections, seconds).await;
+            (t.rate[0], t.rate[1], t.bad)
         };
         let after = running.pages.stats();
         let answered = (after.hits + after.misses) - (before.hits + before.misses);
@@ -385,12 +436,16 @@ async fn run() -> anyhow::Result<()> {
         };
         running.pages.set_ttl(Duration::ZERO);
         load(&client, &url, connections, 1).await;
-        let (rendered, static_rendered, bad_rendered) =
-            against_static(&client, &url, &static_url, connections, seconds).await;
+        let rendered_turns = against_static(&client, &url, &static_url, connections, seconds).await;
+        let (rendered, static_rendered, bad_rendered) = (
+            rendered_turns.rate[0],
+            rendered_turns.rate[1],
+            rendered_turns.bad,
+        );
         running.read_memo().set_ttl(Duration::ZERO);
         load(&client, &url, connections, 1).await;
-        let (uncached, static_uncached, bad_uncached) =
-            against_static(&client, &url, &static_url, connections, seconds).await;
+        let t = against_static(&client, &url, &static_url, connections, seconds).await;
+        let (uncached, static_uncached, bad_uncached) = (t.rate[0], t.rate[1], t.bad);
         let bad = bad + bad_rendered + bad_uncached;
         running.read_memo().set_ttl(ttl);
         running.pages.set_ttl(ttl);
@@ -416,6 +471,13 @@ async fn run() -> anyhow::Result<()> {
             } else {
                 String::new()
             }
+        );
+        // The whole process's CPU a request (servers, load and kernel alike), rendered: where
+        // the cores were not all busy, waiting, not work, held the rate down.
+        let Turns { cpu_us, cores, .. } = rendered_turns;
+        println!(
+            "{:<16} rendered, CPU a request: {:.0} µs ({:.1} cores busy); static: {:.0} µs ({:.1} cores)",
+            "", cpu_us[0], cores[0], cpu_us[1], cores[1]
         );
     }
     if let Some(w) = writer {
