@@ -129,10 +129,10 @@ impl Progress {
                 match self.queue_position {
                     Some(p) => {
                         out.push('#');
-                        out.push_str(&p.to_string());
-                        out.push_str(" in queue · waiting ");
+                        format::push_digits(&mut out, u64::from(p));
+                        out.push_str(" in queue · waiting");
                     }
-                    None => out.push_str("queued · waiting "),
+                    None => out.push_str("queued · waiting"),
                 }
                 Some(now - self.created_at)
             }
@@ -156,9 +156,7 @@ impl Progress {
             },
         };
         if let Some(span) = span {
-            if !out.ends_with(' ') {
-                out.push(' ');
-            }
+            out.push(' ');
             format::duration_into(&mut out, span.num_seconds());
         }
         out

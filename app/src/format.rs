@@ -47,7 +47,7 @@ pub fn duration_into(out: &mut String, secs: i64) {
 }
 
 /// `n` in decimal digits.
-fn push_digits(out: &mut String, mut n: u64) {
+pub(crate) fn push_digits(out: &mut String, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     loop {
@@ -116,9 +116,9 @@ impl Tenths {
 
 impl std::fmt::Display for Tenths {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let sign = if self.0 < 0 { "-" } else { "" };
-        let a = self.0.unsigned_abs();
-        write!(f, "{sign}{}.{}", a / 10, a % 10)
+        let mut out = String::with_capacity(8);
+        self.write_into(&mut out);
+        f.write_str(&out)
     }
 }
 

@@ -89,7 +89,7 @@ fn GpuView(u: crate::model::GpuPanelData, show_idle: bool) -> impl IntoView {
 
 /// The panel's contents as HTML: the idle warning (for those who may act on it), the node ×
 /// GPU heatmap with each GPU's latest utilization, and the three charts.
-pub(crate) fn gpu_view_html(u: &crate::model::GpuPanelData, show_idle: bool) -> String {
+fn gpu_view_html(u: &crate::model::GpuPanelData, show_idle: bool) -> String {
     use std::fmt::Write;
     // Grouped by node, in the order the back end sends them.
     let mut nodes: Vec<(&str, Vec<(u32, f64)>)> = Vec::new();
