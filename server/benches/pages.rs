@@ -41,6 +41,10 @@
 //! request (both servers, the load and the kernel's work for them, from `/proc/self/stat`)
 //! and how many cores were busy, for the page and for the static handler: a page whose cores
 //! were not all busy was held down by waiting, not by work.
+//! `GANTRY_BENCH_SOAK=n` then loads each page alone for n seconds more, rendered, after a
+//! line naming this process, and then its static handler alone as long: windows for a sampling
+//! profiler (`perf record -p`) to see a whole request, the load and the kernel included,
+//! without the other's turns.
 //! `GANTRY_BENCH_LOG` is a tracing filter for the server's log on stderr: `sqlx::query=debug`
 //! lists every statement a page makes, with its time. Both servers and the load run in this
 //! process on the same cores, so the ratio, not the absolute figure, is what carries over to
@@ -400,6 +404,7 @@ async fn run() -> anyhow::Result<()> {
         .map(|v| v.split(',').map(|w| w.trim().to_lowercase()).collect())
         .unwrap_or_default();
     let rendered_only = std::env::var("GANTRY_BENCH_RENDERED_ONLY").is_ok_and(|v| v == "1");
+    let soak = env_or("GANTRY_BENCH_SOAK", 0);
     for (i, ((name, path), body)) in pages.iter().zip(&bodies).enumerate() {
         let url = match path.strip_prefix("@floor") {
             Some(rest) => format!("{floor_base}{rest}"),
@@ -479,6 +484,32 @@ async fn run() -> anyhow::Result<()> {
             "{:<16} rendered, CPU a request: {:.0} µs ({:.1} cores busy); static: {:.0} µs ({:.1} cores)",
             "", cpu_us[0], cores[0], cpu_us[1], cores[1]
         );
+        if soak > 0 {
+            // The page alone, rendered, for a profiler to attach to this process meanwhile.
+            running.pages.set_ttl(Duration::ZERO);
+            println!(
+                "{:<16} soak: {soak} s of this page alone, rendered, in process {}",
+                "",
+                std::process::id()
+            );
+            let (done, _, secs) = load(&client, &url, connections, soak).await;
+            println!(
+                "{:<16} soak done: {:.0} requests per second",
+                "",
+                done as f64 / secs
+            );
+            running.pages.set_ttl(ttl);
+            println!(
+                "{:<16} static soak: {soak} s of the static handler alone",
+                ""
+            );
+            let (done, _, secs) = load(&client, &static_url, connections, soak).await;
+            println!(
+                "{:<16} static soak done: {:.0} requests per second",
+                "",
+                done as f64 / secs
+            );
+        }
     }
     if let Some(w) = writer {
         w.abort();

@@ -4,6 +4,7 @@
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
+use leptos_router::params::ParamsMap;
 
 use crate::app::{use_viewer, Authed};
 use crate::components::{loaded, state_badge_html, PageError, Progress};
@@ -65,25 +66,9 @@ fn Jobs() -> impl IntoView {
         let _ = page_query();
         cancel.reset();
     });
-    // A link to this page with `changes` applied to the current query; any change starts
-    // again at the first page.
+    // A link to this page with `changes` applied to the current query.
     let link = move |changes: &[(&str, Option<&str>)]| {
-        let mut parts = Vec::new();
-        for k in KEYS {
-            let v = match changes.iter().find(|(c, _)| *c == k) {
-                Some((_, v)) => v.map(str::to_string),
-                None if k == "cursor" => None,
-                None => get(k),
-            };
-            if let Some(v) = v.filter(|v| !v.is_empty() && v != "all") {
-                parts.push(format!("{k}={}", format::query_value(&v)));
-            }
-        }
-        if parts.is_empty() {
-            "/jobs".to_string()
-        } else {
-            format!("/jobs?{}", parts.join("&"))
-        }
+        query.with(|q| jobs_link(|k| q.get_str(k), changes))
     };
     let page_query_untracked = move || untrack(page_query);
     let viewer = use_viewer();
@@ -100,53 +85,10 @@ fn Jobs() -> impl IntoView {
             {can_launch.then(|| view! { <a class="button primary" href="/launch" data-testid="jobs-launch">"Launch a job"</a> })}
         </div>
         <nav class="filters" aria-label="Filter jobs">
-            <span class="filter-group">
-                {["team", "mine"]
-                    .into_iter()
-                    .map(|s| {
-                        view! {
-                            <a
-                                href=move || link(&[("scope", Some(s))])
-                                class="chip"
-                                class:active=move || scope() == s
-                                aria-current=move || (scope() == s).then_some("true")
-                                data-testid=format!("scope-{s}")
-                            >
-                                {match (s, is_admin) {
-                                    ("mine", _) => "Mine",
-                                    (_, true) => "All teams",
-                                    _ => "My team",
-                                }}
-                            </a>
-                        }
-                    })
-                    .collect_view()}
-            </span>
-            <span class="filter-group">
-                <a
-                    href=move || link(&[("state", None)])
-                    class="chip"
-                    class:active=move || state().is_none()
-                    data-testid="filter-all"
-                >
-                    "All states"
-                </a>
-                {JobState::ALL
-                    .into_iter()
-                    .map(|s| {
-                        view! {
-                            <a
-                                href=move || link(&[("state", Some(s.as_str()))])
-                                class="chip"
-                                class:active=move || state().as_deref() == Some(s.as_str())
-                                data-testid=format!("filter-{}", s.as_str())
-                            >
-                                {s.as_str()}
-                            </a>
-                        }
-                    })
-                    .collect_view()}
-            </span>
+            // One reading of the query for every chip: each chip's links and state as its own
+            // closure read the query nine times, twice a render (about 6 % of the page's CPU
+            // time, perf, the page bench).
+            {move || query.with(|q| filter_chips(q, is_admin))}
         </nav>
         // A plain GET form: it works before the page is interactive, and the query it
         // makes is the page's URL.
@@ -213,6 +155,79 @@ fn Jobs() -> impl IntoView {
                 })
             })}}
         </Transition>
+    }
+}
+
+/// A link to the Jobs page: the query whose values `q` gives, with `changes` applied (`None`
+/// removes a key, and "all" or an empty value is left out); any change starts again at the
+/// first page.
+fn jobs_link<'a>(q: impl Fn(&str) -> Option<&'a str>, changes: &[(&str, Option<&str>)]) -> String {
+    let mut link = String::from("/jobs");
+    for k in KEYS {
+        let v = match changes.iter().find(|(c, _)| *c == k) {
+            Some((_, v)) => *v,
+            None if k == "cursor" => None,
+            None => q(k),
+        };
+        if let Some(v) = v.filter(|v| !v.trim().is_empty() && *v != "all") {
+            link.push(if link.len() == 5 { '?' } else { '&' });
+            link.push_str(k);
+            link.push('=');
+            link.push_str(&format::query_value(v));
+        }
+    }
+    link
+}
+
+/// The scope and state chips for the query `q`.
+fn filter_chips(q: &ParamsMap, is_admin: bool) -> impl IntoView {
+    let value = |k: &str| q.get_str(k);
+    let nonblank = |k: &str| q.get_str(k).filter(|v| !v.trim().is_empty());
+    let scope = nonblank("scope").unwrap_or("team");
+    let state = nonblank("state");
+    let scopes = ["team", "mine"].map(|s| {
+        let active = scope == s;
+        view! {
+            <a
+                href=jobs_link(value, &[("scope", Some(s))])
+                class="chip"
+                class:active=active
+                aria-current=active.then_some("true")
+                data-testid=["scope-", s].concat()
+            >
+                {match (s, is_admin) {
+                    ("mine", _) => "Mine",
+                    (_, true) => "All teams",
+                    _ => "My team",
+                }}
+            </a>
+        }
+    });
+    let states = JobState::ALL.map(|s| {
+        view! {
+            <a
+                href=jobs_link(value, &[("state", Some(s.as_str()))])
+                class="chip"
+                class:active=state == Some(s.as_str())
+                data-testid=["filter-", s.as_str()].concat()
+            >
+                {s.as_str()}
+            </a>
+        }
+    });
+    view! {
+        <span class="filter-group">{scopes.into_iter().collect_view()}</span>
+        <span class="filter-group">
+            <a
+                href=jobs_link(value, &[("state", None)])
+                class="chip"
+                class:active=state.is_none()
+                data-testid="filter-all"
+            >
+                "All states"
+            </a>
+            {states.into_iter().collect_view()}
+        </span>
     }
 }
 
@@ -406,5 +421,76 @@ impl Row {
             self.cancel.is_some(),
             self.progress.admitted(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `link`'s path and query as `url` reads them back.
+    fn read_back(link: &str) -> (String, Vec<(String, String)>) {
+        let url = url::Url::parse(&format!("http://gantry.test{link}")).expect(link);
+        let pairs = url.query_pairs().map(|(k, v)| (k.into(), v.into()));
+        (url.path().to_string(), pairs.collect())
+    }
+
+    /// The value of `k` in `pairs`, as the query map gives it (the last one).
+    fn query<'a>(pairs: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<&'a str> {
+        move |k| pairs.iter().rev().find(|(p, _)| *p == k).map(|(_, v)| *v)
+    }
+
+    fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_link_keeps_the_query_applies_the_change_and_starts_at_the_first_page() {
+        let pairs = [
+            ("q", "llama 7b & co/100%"),
+            ("state", "running"),
+            ("cursor", "MTIzNDU"),
+            ("pool", "  "),
+            ("team", "all"),
+            ("user", "zoë"),
+            ("utm", "kept out"),
+        ];
+        let q = query(&pairs);
+        // A change replaces its key; blank values, "all", the cursor and keys the page does
+        // not read are left out; what is kept is in KEYS' order and reads back unchanged.
+        assert_eq!(
+            read_back(&jobs_link(&q, &[("state", Some("queued"))])),
+            (
+                "/jobs".into(),
+                owned(&[
+                    ("state", "queued"),
+                    ("q", "llama 7b & co/100%"),
+                    ("user", "zoë")
+                ])
+            )
+        );
+        // None removes a key; a cursor given as a change is kept.
+        assert_eq!(
+            read_back(&jobs_link(
+                &q,
+                &[("state", None), ("cursor", Some("b/c+="))]
+            )),
+            (
+                "/jobs".into(),
+                owned(&[
+                    ("q", "llama 7b & co/100%"),
+                    ("user", "zoë"),
+                    ("cursor", "b/c+=")
+                ])
+            )
+        );
+        assert_eq!(
+            jobs_link(|_| None, &[("scope", Some("team"))]),
+            "/jobs?scope=team"
+        );
+        assert_eq!(jobs_link(|_| None, &[("state", Some("all"))]), "/jobs");
     }
 }
