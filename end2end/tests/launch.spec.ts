@@ -92,12 +92,23 @@ test.describe.serial("launch, watch the queue, cancel", () => {
     const res = await alice.get(`/api/v1/jobs/${job.id}`);
     expect((await res.json()).state).toBe("cancelled");
 
-    // The state filter is kept in the URL.
+    // The state filter is kept in the URL, and the chips are drawn again from it in the page
+    // (no reload): the chosen state is the active chip, and every chip's link keeps the scope.
+    await page.evaluate(() => ((window as any).stayed = true));
     await page.getByTestId("filter-cancelled").click();
-    await expect(page).toHaveURL(/state=cancelled/);
+    await expect(page).toHaveURL(/scope=mine&state=cancelled/);
     await expect(page.getByTestId(`job-row-${job.id}`)).toBeVisible();
+    await expect(page.getByTestId("filter-cancelled")).toHaveClass(/\bactive\b/);
+    await expect(page.getByTestId("filter-all")).not.toHaveClass(/\bactive\b/);
+    await expect(page.getByTestId("filter-running")).toHaveAttribute("href", "/jobs?scope=mine&state=running");
+    await expect(page.getByTestId("scope-mine")).toHaveAttribute("aria-current", "true");
     await page.getByTestId("filter-running").click();
+    await expect(page).toHaveURL(/scope=mine&state=running/);
     await expect(page.getByTestId(`job-row-${job.id}`)).toHaveCount(0);
+    await expect(page.getByTestId("filter-running")).toHaveClass(/\bactive\b/);
+    await expect(page.getByTestId("filter-cancelled")).not.toHaveClass(/\bactive\b/);
+    await expect(page.getByTestId("filter-all")).toHaveAttribute("href", "/jobs?scope=mine");
+    expect(await page.evaluate(() => (window as any).stayed)).toBe(true);
     await alice.dispose();
   });
 

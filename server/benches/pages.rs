@@ -492,9 +492,9 @@ async fn run() -> anyhow::Result<()> {
                 "",
                 std::process::id()
             );
-            let (done, _, secs) = load(&client, &url, connections, soak).await;
+            let (done, bad, secs) = load(&client, &url, connections, soak).await;
             println!(
-                "{:<16} soak done: {:.0} requests per second",
+                "{:<16} soak done: {:.0} requests per second, {bad} answers not 200",
                 "",
                 done as f64 / secs
             );

@@ -159,7 +159,7 @@ fn Jobs() -> impl IntoView {
 }
 
 /// A link to the Jobs page: the query whose values `q` gives, with `changes` applied (`None`
-/// removes a key, and "all" or an empty value is left out); any change starts again at the
+/// removes a key, and "all" or a blank value is left out); any change starts again at the
 /// first page.
 fn jobs_link<'a>(q: impl Fn(&str) -> Option<&'a str>, changes: &[(&str, Option<&str>)]) -> String {
     let mut link = String::from("/jobs");
@@ -170,7 +170,7 @@ fn jobs_link<'a>(q: impl Fn(&str) -> Option<&'a str>, changes: &[(&str, Option<&
             None => q(k),
         };
         if let Some(v) = v.filter(|v| !v.trim().is_empty() && *v != "all") {
-            link.push(if link.len() == 5 { '?' } else { '&' });
+            link.push(if link.contains('?') { '&' } else { '?' });
             link.push_str(k);
             link.push('=');
             link.push_str(&format::query_value(v));
