@@ -43,8 +43,11 @@
 //! were not all busy was held down by waiting, not by work.
 //! `GANTRY_BENCH_SOAK=n` then loads each page alone for n seconds more, rendered, after a
 //! line naming this process, and then its static handler alone as long: windows for a sampling
-//! profiler (`perf record -p`) to see a whole request, the load and the kernel included,
-//! without the other's turns.
+//! profiler to see a whole request, the load and the kernel included, without the other's
+//! turns: `perf record -e cpu-clock --call-graph dwarf,65528 -p <process> -- sleep <n - 2>`,
+//! read with `perf report --no-inline` or `perf script --no-inline` (resolving inlined frames
+//! runs addr2line over this binary for many minutes). Leptos's stacks are deeper than the
+//! 64 KB perf copies: many samples lose their outer frames, never their inner ones.
 //! `GANTRY_BENCH_LOG` is a tracing filter for the server's log on stderr: `sqlx::query=debug`
 //! lists every statement a page makes, with its time. Both servers and the load run in this
 //! process on the same cores, so the ratio, not the absolute figure, is what carries over to
