@@ -60,7 +60,11 @@ test.describe.serial("admin: quotas", () => {
     await expect(page.getByTestId(`${row}-save`)).toBeDisabled();
     await page.getByTestId(`${row}-lend`).fill("8");
     await page.getByTestId(`${row}-strategy`).selectOption("StrictFIFO");
+    // Saved before the reload: Save is disabled while the save is on its way too, and a reload
+    // then would cancel it (this test failed so once, 2026-12-07).
+    const stored = page.waitForResponse((r) => r.url().includes("/api/save_quota"));
     await page.getByTestId(`${row}-save`).click();
+    expect((await stored).status()).toBe(200);
     await expect(page.getByTestId(`${row}-save`)).toBeDisabled();
     await page.reload();
     await hydrated(page);
