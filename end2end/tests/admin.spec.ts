@@ -143,7 +143,10 @@ test.describe.serial("admin: quotas", () => {
     await page.getByTestId(`${b}-nominal`).fill(drafted);
     await theirSave(before.nlp.nominal_gpus - 1);
     await page.getByTestId(`${a}-borrow`).fill("4");
+    // Answered before the API is read (Save is disabled while it is on its way too).
+    const stored = page.waitForResponse((r) => r.url().includes("/api/save_quota"));
     await page.getByTestId(`${a}-save`).click();
+    expect((await stored).status()).toBe(200);
     await expect(page.getByTestId(`${a}-save`)).toBeDisabled();
     await expect(page.getByTestId(`${a}-borrow`)).toHaveValue("4");
     expect((await (await carol.get("/api/v1/quotas/vision/hgx-h200")).json()).borrowing_limit_gpus).toBe(4);
