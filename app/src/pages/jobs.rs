@@ -34,9 +34,9 @@ const KEYS: [&str; 9] = [
 #[component]
 fn Jobs() -> impl IntoView {
     let query = use_query_map();
-    let get = move |k: &str| query.read().get(k).filter(|v| !v.trim().is_empty());
+    let get = move |k: &str| query.with(|q| nonblank(q, k).map(str::to_string));
     let state = move || get("state");
-    let scope = move || get("scope").unwrap_or_else(|| "team".to_string());
+    let scope = move || get("scope").unwrap_or_else(|| DEFAULT_SCOPE.to_string());
     let page_query = move || JobsPageQuery {
         state: state(),
         scope: Some(scope()),
@@ -158,6 +158,14 @@ fn Jobs() -> impl IntoView {
     }
 }
 
+/// The scope shown when the URL names none: the viewer's team (every team for an admin).
+const DEFAULT_SCOPE: &str = "team";
+
+/// The query's value of `k`, unless it is blank.
+fn nonblank<'a>(q: &'a ParamsMap, k: &str) -> Option<&'a str> {
+    q.get_str(k).filter(|v| !v.trim().is_empty())
+}
+
 /// A link to the Jobs page: the query whose values `q` gives, with `changes` applied (`None`
 /// removes a key, and "all" or a blank value is left out); any change starts again at the
 /// first page.
@@ -182,9 +190,8 @@ fn jobs_link<'a>(q: impl Fn(&str) -> Option<&'a str>, changes: &[(&str, Option<&
 /// The scope and state chips for the query `q`.
 fn filter_chips(q: &ParamsMap, is_admin: bool) -> impl IntoView {
     let value = |k: &str| q.get_str(k);
-    let nonblank = |k: &str| q.get_str(k).filter(|v| !v.trim().is_empty());
-    let scope = nonblank("scope").unwrap_or("team");
-    let state = nonblank("state");
+    let scope = nonblank(q, "scope").unwrap_or(DEFAULT_SCOPE);
+    let state = nonblank(q, "state");
     let scopes = ["team", "mine"].map(|s| {
         let active = scope == s;
         view! {
