@@ -333,7 +333,9 @@ async fn list_rows_are_the_stored_jobs(t: &TestDb) {
     assert!(rows.iter().any(|r| r.cloned_from.is_some()));
     assert!(rows.iter().any(|r| !r.node_names.is_empty()));
     assert!(rows.iter().any(|r| r.sent_at.is_some()));
-    // Pages of 5 by cursor, as the service walks them.
+    // Pages of 5 by cursor, as the service walks them. The service reads them through the
+    // memo (keyed by the query, not by the statement): on, it answers each page as read.
+    db.read_memo().set_ttl(std::time::Duration::from_secs(30));
     let mut walked = Vec::new();
     let mut q = JobQuery {
         limit: 5,
@@ -343,6 +345,15 @@ async fn list_rows_are_the_stored_jobs(t: &TestDb) {
         let page = db.list_jobs(&q).await.unwrap();
         // Every page counts every job, whatever its cursor; its rows are the list's.
         let read = db.page_of_jobs(&q).await.unwrap();
+        for _ in 0..2 {
+            let memo = db.page_of_jobs_memo(&q).await.unwrap();
+            assert_eq!(
+                format!("{memo:?}"),
+                format!("{read:?}"),
+                "memo after {:?}",
+                q.after
+            );
+        }
         assert_eq!(read.total, 12, "the count on the page after {:?}", q.after);
         assert_eq!(format!("{:?}", read.rows), format!("{page:?}"));
         // And names the newest job it counted, which only the first page shows.
@@ -364,6 +375,12 @@ async fn list_rows_are_the_stored_jobs(t: &TestDb) {
     assert!(
         none.rows.is_empty() && none.total == 0 && none.newest.is_none(),
         "{none:?}"
+    );
+    let memo = db.page_of_jobs_memo(&q).await.unwrap();
+    assert_eq!(
+        format!("{memo:?}"),
+        format!("{none:?}"),
+        "memo of a list that selects nothing"
     );
 }
 
