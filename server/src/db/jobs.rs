@@ -750,7 +750,7 @@ impl Db {
     }
 
     /// [`Db::page_of_jobs`] for a page or an API read: the same rows answered again while
-    /// nothing was written ([`Db::memo`], keyed by the statement and its arguments).
+    /// nothing was written ([`Db::memo`], keyed by the query).
     pub async fn page_of_jobs_memo(&self, q: &JobQuery) -> Result<JobPageRows> {
         if q.limit > super::memo::MAX_ROWS as i64 {
             return self.page_of_jobs(q).await;
@@ -758,7 +758,7 @@ impl Db {
         // Keyed by the query itself: the statement and its arguments are made from it alone
         // (and from which database this is, which a `Db` never changes), so they are built
         // only when the memo does not hold the answer. Built for every read and written out
-        // as the key (a statement of about 2 KB, escaped by `Debug`), they were about 4 % of
+        // as the key (a statement of 1 KB or more, escaped by `Debug`), they were about 4 % of
         // the home page's CPU time (the page benchmark, under `perf`).
         let key = format!("jobs {q:?}");
         self.memo(key, || self.page_of_jobs(q)).await

@@ -5,7 +5,8 @@
 //! from the database on every load: one statement each, answered by the same rows until
 //! something is written, and on SQLite each one a hand-off to a connection's thread and back
 //! (about a quarter of a small page's CPU, page bench profile of 2026-12-05). Such a read,
-//! named by a key that says everything it depends on (its statement and arguments), is kept
+//! named by a key that says everything it depends on (its statement and arguments, or the
+//! query they are made from), is kept
 //! with the write count ([`Db::changes`](super::Db::changes)) it began at and answered again,
 //! to any request, while:
 //!

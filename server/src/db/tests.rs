@@ -368,6 +368,24 @@ async fn list_rows_are_the_stored_jobs(t: &TestDb) {
         walked.extend(page.iter().map(|r| r.id.clone()));
     }
     assert_eq!(walked, order, "a walk by cursor");
+    // And the memo did answer: a change it is not told of (written around `Db`, as an
+    // operator's SQL would be) is not in the first page it kept, until the time to live ends.
+    let first = JobQuery {
+        limit: 5,
+        ..Default::default()
+    };
+    sqlx::query("UPDATE job SET name = 'renamed around the memo' WHERE job_id = $1")
+        .bind(&order[0])
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let kept = db.page_of_jobs_memo(&first).await.unwrap();
+    let read = db.page_of_jobs(&first).await.unwrap();
+    assert_eq!(read.rows[0].name, "renamed around the memo");
+    assert_ne!(
+        kept.rows[0].name, read.rows[0].name,
+        "the memo's first page"
+    );
     // A list that selects nothing is an empty page, not an error.
     q.terms.user = Some("nobody".into());
     assert!(db.list_jobs(&q).await.unwrap().is_empty());
