@@ -466,6 +466,18 @@ fn rows_html(
     // type-erased, and tachys writes a marker in more places: each `M` (the test below
     // compares both strings in whichever way it is built).
     const M: &str = if cfg!(erase_components) { "<!>" } else { "" };
+    fn push(out: &mut String, parts: &[&str]) {
+        for part in parts {
+            out.push_str(part);
+        }
+    }
+    // A cell of one text: its opening tag, the text and the marker after an element's only
+    // child.
+    fn cell(out: &mut String, open: &str, s: &str) {
+        out.push_str(open);
+        text(out, s);
+        push(out, &[M, "</td>"]);
+    }
     let now = live.now_or(page_now);
     let mut out = String::with_capacity(jobs.len() * 1_000 + 6);
     for j in jobs {
@@ -474,65 +486,49 @@ fn rows_html(
             continue;
         }
         let id = attr(&j.id);
-        for part in [
-            "<tr data-testid=\"job-row-",
-            &id,
-            "\" data-state=\"",
-            j.state.as_str(),
-            "\"><td>",
-            &state_badge_html(j.state),
-            "</td><td><a href=\"/jobs/",
-            &id,
-            "\">",
-        ] {
-            out.push_str(part);
-        }
+        push(
+            &mut out,
+            &[
+                "<tr data-testid=\"job-row-",
+                &id,
+                "\" data-state=\"",
+                j.state.as_str(),
+                "\"><td>",
+                &state_badge_html(j.state),
+                "</td><td><a href=\"/jobs/",
+                &id,
+                "\">",
+            ],
+        );
         text(&mut out, &j.name);
-        for part in [M, "</a>", M, "</td><td>"] {
-            out.push_str(part);
-        }
-        text(&mut out, &j.template);
-        for part in [M, "</td><td>"] {
-            out.push_str(part);
-        }
-        text(&mut out, &j.user);
-        for part in [M, "</td>"] {
-            out.push_str(part);
-        }
+        push(&mut out, &[M, "</a>", M, "</td>"]);
+        cell(&mut out, "<td>", &j.template);
+        cell(&mut out, "<td>", &j.user);
         if show_team {
-            out.push_str("<td data-testid=\"job-team\">");
-            text(&mut out, &j.team);
-            for part in [M, "</td>"] {
-                out.push_str(part);
-            }
+            cell(&mut out, "<td data-testid=\"job-team\">", &j.team);
         } else {
             // An absent view (`None`) is a marker.
             out.push_str("<!>");
         }
-        out.push_str("<td class=\"num\">");
-        text(&mut out, &format::gpus_nodes(j.gpus));
-        for part in [M, "</td><td>"] {
-            out.push_str(part);
-        }
-        text(&mut out, &j.pool);
-        for part in [M, "</td><td class=\"num\">"] {
-            out.push_str(part);
-        }
-        text(&mut out, &Progress::of(j).text(now));
-        for part in [
-            M,
-            "</td><td><time datetime=\"",
-            &attr(&j.created_at.to_rfc3339()),
-            "\" title=\"",
-            &attr(&format::absolute(j.created_at)),
-            "\">",
-        ] {
-            out.push_str(part);
-        }
+        cell(&mut out, "<td class=\"num\">", &format::gpus_nodes(j.gpus));
+        cell(&mut out, "<td>", &j.pool);
+        cell(&mut out, "<td class=\"num\">", &Progress::of(j).text(now));
+        push(
+            &mut out,
+            &[
+                "<td><time datetime=\"",
+                &attr(&j.created_at.to_rfc3339()),
+                "\" title=\"",
+                &attr(&format::absolute(j.created_at)),
+                "\">",
+            ],
+        );
         text(&mut out, &format::ago(now, j.created_at));
-        for part in [M, "</time>", M, "</td><td><!>", M, "</td>", M, M, "</tr>"] {
-            out.push_str(part);
-        }
+        // The time's cell, then the empty Cancel cell (an absent view) and the row's end.
+        push(
+            &mut out,
+            &[M, "</time>", M, "</td><td><!>", M, "</td>", M, M, "</tr>"],
+        );
     }
     out.push_str("<!>");
     out.push_str(M);
