@@ -223,6 +223,60 @@ mod tests {
         assert_eq!(m.util(&stalled[0], 0, 3 * 3600), 0.0);
     }
 
+    /// The sim's readings are the figures its formula gave before a job's hash was worked out
+    /// once for all its readings: computed apart from this code (a Python transcription of the
+    /// formula as it stood at 8db36ba), so the demo's charts did not move.
+    #[test]
+    fn the_sim_readings_are_the_formula_s_figures() {
+        let m = SimMetrics::new(42);
+        for (job, gpu, secs, want) in [
+            ("job-1", 3, 0, 0.0),
+            ("job-1", 3, 200, 0.36222195685040737),
+            ("job-1", 3, 1800, 0.8763437232118387),
+            ("job-1", 3, 3720, 0.3013417425729073),
+            ("job-7", 0, 5400, 0.7635957492163472),
+            ("job-7", 15, 7199, 0.776721748752575),
+        ] {
+            assert_eq!(m.util(job, gpu, secs), want, "{job} GPU {gpu} at {secs} s");
+        }
+        // The first of job-0…job-99 that stalls, by the same transcription.
+        let stalls: Vec<_> = (0..100)
+            .map(|i| format!("job-{i}"))
+            .filter(|j| m.stalls(j))
+            .collect();
+        assert_eq!(stalls.first().map(String::as_str), Some("job-3"));
+    }
+
+    /// A series (each job's hash worked out once, each GPU's level once) reads what `util`
+    /// reads for each GPU at each time, a stalled job's zeros included.
+    #[tokio::test]
+    async fn a_series_reads_what_util_reads() {
+        let m = SimMetrics::new(42);
+        for id in ["job-1", "job-3"] {
+            let j = JobGpus {
+                gpus: 16,
+                ..job(id)
+            };
+            let s = m
+                .series(
+                    &j,
+                    j.since,
+                    j.since + TimeDelta::hours(2),
+                    TimeDelta::minutes(1),
+                )
+                .await
+                .unwrap();
+            assert_eq!((s.gpus.len(), s.times.len()), (16, 121));
+            for (g, track) in s.gpus.iter().enumerate() {
+                for (t, r) in s.times.iter().zip(&track.readings) {
+                    let secs = (*t - j.since).num_seconds();
+                    let want = m.util(id, g as u32, secs) * 100.0;
+                    assert_eq!(r.unwrap().util_pct, want, "{id} GPU {g} at {secs} s");
+                }
+            }
+        }
+    }
+
     #[tokio::test]
     async fn an_interval_mean_is_the_mean_of_its_minutes() {
         let m = SimMetrics::new(3);

@@ -42,23 +42,52 @@ impl SimMetrics {
 
     /// Whether this job stalls (a hung data loader, a deadlock): about 1 in 12 jobs.
     pub fn stalls(&self, job_id: &str) -> bool {
-        self.job_hash(job_id).is_multiple_of(12)
+        self.job(job_id).stalls
     }
 
     /// Utilization in 0..=1 of GPU `gpu`, `secs` seconds into the run.
     pub fn util(&self, job_id: &str, gpu: u32, secs: i64) -> f64 {
+        let job = self.job(job_id);
+        job.util(gpu, job.steady(gpu), secs)
+    }
+
+    /// What a job's readings share: hashed once for all of them (a job page reads a reading a
+    /// minute for two hours of each of its GPUs: 1,920 of them for 16 GPUs).
+    fn job(&self, job_id: &str) -> SimJob {
         let h = self.job_hash(job_id);
+        SimJob {
+            h,
+            stalls: h.is_multiple_of(12),
+        }
+    }
+}
+
+/// One job's hash, and whether it stalls.
+#[derive(Clone, Copy)]
+struct SimJob {
+    h: u64,
+    stalls: bool,
+}
+
+impl SimJob {
+    /// GPU `gpu`'s steady-state level, in 0..=1.
+    fn steady(self, gpu: u32) -> f64 {
+        0.72 + 0.22 * unit(fnv(&[&self.h.to_le_bytes(), &gpu.to_le_bytes()]))
+    }
+
+    /// Utilization in 0..=1 of GPU `gpu`, whose steady level is `steady`, `secs` seconds into
+    /// the run.
+    fn util(self, gpu: u32, steady: f64, secs: i64) -> f64 {
         let minute = secs.div_euclid(60);
         if secs < 0 {
             return 0.0;
         }
         // Stalled jobs stop after 40 minutes and sit at 0 %.
-        if self.stalls(job_id) && secs >= 40 * 60 {
+        if self.stalls && secs >= 40 * 60 {
             return 0.0;
         }
-        let steady = 0.72 + 0.22 * unit(fnv(&[&h.to_le_bytes(), &gpu.to_le_bytes()]));
         let noise = (unit(fnv(&[
-            &h.to_le_bytes(),
+            &self.h.to_le_bytes(),
             &gpu.to_le_bytes(),
             &minute.to_le_bytes(),
         ])) - 0.5)
@@ -73,22 +102,27 @@ impl SimMetrics {
     }
 }
 
-impl SimMetrics {
-    fn reading(&self, job: &JobGpus, gpu: u32, at: DateTime<Utc>) -> Option<GpuReading> {
-        if gpu >= job.gpus || at < job.since {
-            return None;
-        }
-        let u = self.util(&job.job_id, gpu, (at - job.since).num_seconds());
-        Some(GpuReading {
-            util_pct: u * 100.0,
-            fb_used_mib: if u > 0.05 {
-                62_000.0 + 12_000.0 * u
-            } else {
-                61_000.0
-            },
-            power_w: 90.0 + 600.0 * u,
-        })
+/// A reading of GPU `gpu` of `job` (`sim`, with the GPU's `steady` level) at `at`.
+fn reading(
+    job: &JobGpus,
+    sim: SimJob,
+    gpu: u32,
+    steady: f64,
+    at: DateTime<Utc>,
+) -> Option<GpuReading> {
+    if gpu >= job.gpus || at < job.since {
+        return None;
     }
+    let u = sim.util(gpu, steady, (at - job.since).num_seconds());
+    Some(GpuReading {
+        util_pct: u * 100.0,
+        fb_used_mib: if u > 0.05 {
+            62_000.0 + 12_000.0 * u
+        } else {
+            61_000.0
+        },
+        power_w: 90.0 + 600.0 * u,
+    })
 }
 
 #[async_trait::async_trait]
@@ -101,11 +135,18 @@ impl Metrics for SimMetrics {
         step: TimeDelta,
     ) -> Result<JobSeries, MetricsError> {
         let times = steps(from, to, step);
+        let sim = self.job(&job.job_id);
         let gpus = (0..job.gpus)
-            .map(|g| GpuTrack {
-                node: None,
-                gpu: g,
-                readings: times.iter().map(|t| self.reading(job, g, *t)).collect(),
+            .map(|g| {
+                let steady = sim.steady(g);
+                GpuTrack {
+                    node: None,
+                    gpu: g,
+                    readings: times
+                        .iter()
+                        .map(|t| reading(job, sim, g, steady, *t))
+                        .collect(),
+                }
             })
             .collect();
         Ok(JobSeries { times, gpus })
@@ -124,14 +165,16 @@ impl Metrics for SimMetrics {
         if to <= from || job.gpus == 0 {
             return Ok(None);
         }
+        let sim = self.job(&job.job_id);
+        let steady: Vec<f64> = (0..job.gpus).map(|g| sim.steady(g)).collect();
         // One sample a minute per GPU, at the middle of each minute.
         let mut sum = 0.0;
         let mut n = 0u64;
         let mut s = from - from.rem_euclid(60) + 30;
         while s < to {
             if s >= from {
-                for g in 0..job.gpus {
-                    sum += self.util(&job.job_id, g, s);
+                for (g, level) in (0..job.gpus).zip(&steady) {
+                    sum += sim.util(g, *level, s);
                     n += 1;
                 }
             }
@@ -141,7 +184,8 @@ impl Metrics for SimMetrics {
             // Shorter than a minute: one sample at the middle.
             let mid = (from + to) / 2;
             let v: f64 = (0..job.gpus)
-                .map(|g| self.util(&job.job_id, g, mid))
+                .zip(&steady)
+                .map(|(g, level)| sim.util(g, *level, mid))
                 .sum::<f64>()
                 / f64::from(job.gpus);
             return Ok(Some(v));
