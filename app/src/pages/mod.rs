@@ -13,5 +13,6 @@ pub mod launch_form;
 pub mod login;
 pub mod notifications;
 pub mod pools;
+pub mod pools_wire;
 pub mod profile;
 pub mod usage;

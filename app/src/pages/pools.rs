@@ -9,8 +9,8 @@ use crate::components::{loaded, PageError};
 use crate::format::escape_html_into as esc;
 use crate::live::use_live;
 use crate::model::{GridCell, GridNode, PoolGrid};
+use crate::pages::pools_wire::PoolGridsCodec;
 use crate::sync_html::sync_html;
-use crate::wire::SwappedJson;
 
 #[component]
 pub fn PoolsPage() -> impl IntoView {
@@ -28,8 +28,8 @@ fn Pools() -> impl IntoView {
     // minutes (at most every 10 s of real time however fast the sim clock runs).
     let changed = live.throttled(std::time::Duration::from_secs(2), |_| true);
     let ticks = live.clock(std::time::Duration::from_secs(10));
-    // In the page as `SwappedJson`: far fewer escapes there.
-    let grids = Resource::<_, SwappedJson>::new_with_options(
+    // In the page with each pool's jobs named once (`pools_wire`).
+    let grids = Resource::<_, PoolGridsCodec>::new_with_options(
         move || (changed.get(), ticks.get()),
         |_| crate::functions::get_pool_grids(),
         false,
