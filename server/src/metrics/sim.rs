@@ -51,8 +51,8 @@ impl SimMetrics {
         job.util(gpu, job.steady(gpu), secs)
     }
 
-    /// What a job's readings share: hashed once for all of them (a job page reads a reading a
-    /// minute for two hours of each of its GPUs: 1,920 of them for 16 GPUs).
+    /// What a job's readings share: hashed once for all of them (a running job's page reads
+    /// a reading a minute for two hours of each of its GPUs: 1,936 of them for 16 GPUs).
     fn job(&self, job_id: &str) -> SimJob {
         let h = self.job_hash(job_id);
         SimJob {
