@@ -162,10 +162,11 @@ pub fn grid_html(nodes: &[GridNode]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn cell(job: Option<&str>, job_id: Option<&str>, util_pct: Option<f64>) -> GridCell {
+    /// A GPU of a grid, for tests.
+    pub(crate) fn cell(job: Option<&str>, job_id: Option<&str>, util_pct: Option<f64>) -> GridCell {
         GridCell {
             job: job.map(str::to_string),
             job_id: job_id.map(str::to_string),

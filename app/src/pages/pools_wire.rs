@@ -156,14 +156,7 @@ impl Decoder<Result<Vec<PoolGrid>, ApiError>> for PoolGridsCodec {
 mod tests {
     use super::*;
     use crate::error::ErrorCode;
-
-    fn cell(job: Option<&str>, job_id: Option<&str>, util_pct: Option<f64>) -> GridCell {
-        GridCell {
-            job: job.map(str::to_string),
-            job_id: job_id.map(str::to_string),
-            util_pct,
-        }
-    }
+    use crate::pages::pools::tests::cell;
 
     /// As the page carries it: Leptos replaces `<` with `\u003c` and writes the result with
     /// `{:?}` as a JavaScript string literal, which the browser reads and hands to the decoder.
