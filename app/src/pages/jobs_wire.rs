@@ -14,6 +14,8 @@
 //! Fetches after the page has loaded go through the server function as before, with whole
 //! rows; the API is unchanged.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use leptos::server::codee::{Decoder, Encoder};
 use serde::{Deserialize, Serialize};
@@ -130,11 +132,11 @@ struct ListIn {
 /// The Jobs page list's codec (see the module's documentation).
 pub struct JobRowsCodec;
 
-impl Encoder<Result<JobList, ApiError>> for JobRowsCodec {
+impl Encoder<Result<Arc<JobList>, ApiError>> for JobRowsCodec {
     type Error = serde_json::Error;
     type Encoded = String;
 
-    fn encode(val: &Result<JobList, ApiError>) -> Result<String, serde_json::Error> {
+    fn encode(val: &Result<Arc<JobList>, ApiError>) -> Result<String, serde_json::Error> {
         let out = match val {
             Ok(l) => Out::Ok(ListOut {
                 rows: l.jobs.iter().map(row).collect(),
@@ -151,13 +153,13 @@ impl Encoder<Result<JobList, ApiError>> for JobRowsCodec {
     }
 }
 
-impl Decoder<Result<JobList, ApiError>> for JobRowsCodec {
+impl Decoder<Result<Arc<JobList>, ApiError>> for JobRowsCodec {
     type Error = serde_json::Error;
     type Encoded = str;
 
-    fn decode(val: &str) -> Result<Result<JobList, ApiError>, serde_json::Error> {
+    fn decode(val: &str) -> Result<Result<Arc<JobList>, ApiError>, serde_json::Error> {
         Ok(match from_swapped::<In>(val)? {
-            In::Ok(l) => Ok(JobList {
+            In::Ok(l) => Ok(Arc::new(JobList {
                 jobs: l.rows.into_iter().map(job).collect(),
                 total: l.total,
                 next_cursor: l.next_cursor,
@@ -165,7 +167,7 @@ impl Decoder<Result<JobList, ApiError>> for JobRowsCodec {
                 live_seq: l.live_seq,
                 newest: l.newest,
                 after: l.after,
-            }),
+            })),
             In::Err(e) => Err(e),
         })
     }
@@ -276,8 +278,8 @@ mod tests {
         }
     }
 
-    fn round_trip(l: &Result<JobList, ApiError>) -> Result<JobList, ApiError> {
-        let encoded = JobRowsCodec::encode(l).unwrap();
+    fn round_trip(l: &Result<JobList, ApiError>) -> Result<Arc<JobList>, ApiError> {
+        let encoded = JobRowsCodec::encode(&l.clone().map(Arc::new)).unwrap();
         JobRowsCodec::decode(&encoded).unwrap()
     }
 
