@@ -383,6 +383,35 @@ impl Portal {
 #[derive(Clone, Default)]
 pub struct ViewerMemo(std::sync::Arc<tokio::sync::OnceCell<Option<Viewer>>>);
 
+/// Middleware, inside [`memo_viewer`]: a page's viewer is read before the page renders, so that
+/// the page finds it already read. The top bar and the sign-in gate (`app::app::Authed`) then
+/// draw at once, without a Suspense boundary each (a job page took about 8 % less CPU a
+/// request in the page bench without those two); a viewer still being read when the page
+/// renders would put them back in their boundaries, which writes the same HTML. Only for what
+/// may be a page: a GET or HEAD outside the API, the server functions and the site's files.
+pub async fn viewer_first(
+    axum::extract::State(portal): axum::extract::State<std::sync::Arc<Portal>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let path = req.uri().path();
+    let page = matches!(*req.method(), http::Method::GET | http::Method::HEAD)
+        && !path.starts_with("/api/")
+        && !path.starts_with("/pkg/")
+        && !path
+            .rsplit('/')
+            .next()
+            .is_some_and(|last| last.contains('.'));
+    if !page {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    // An error is not kept: the page's own read meets it again and shows it.
+    let _ = portal.viewer(&parts).await;
+    next.run(axum::extract::Request::from_parts(parts, body))
+        .await
+}
+
 /// Middleware: gives each request its own [`ViewerMemo`] and [`app::functions::RequestMemo`].
 pub async fn memo_viewer(
     mut req: axum::extract::Request,
