@@ -112,7 +112,7 @@ fn NavBar() -> impl IntoView {
             // the page. Each Suspense or Transition is work on every page; without this one and
             // `Authed`'s, a job page took about 8 % less CPU a request in the page bench. Only
             // a viewer still being read waits, in a boundary that writes the same HTML.
-            {match viewer.get_untracked() {
+            {match viewer_now(viewer) {
                 Some(v) => nav_who(v, live).into_any(),
                 None => view! {
                     <Transition fallback=|| ()>
@@ -127,6 +127,15 @@ fn NavBar() -> impl IntoView {
             </div>
         </header>
     }
+}
+
+/// The viewer if it is in, without waiting. On the server a page's viewer is read before the
+/// page renders (`viewer_first`), and a hydrating browser has it from the page, so both draw
+/// the same. Read as the resource's value (`AsyncDerived`): the resource itself warns, in
+/// debug builds, on any read outside a Suspense, for values that may differ between the two.
+fn viewer_now(viewer: ViewerResource) -> Option<Result<Option<Viewer>, ApiError>> {
+    use std::ops::Deref;
+    viewer.deref().get_untracked()
 }
 
 /// The viewer's part of the top bar.
@@ -260,7 +269,7 @@ pub fn Authed(#[prop(optional)] require: Require, children: ChildrenFn) -> impl 
         Ok(None) => view! { <SignInPrompt/> }.into_any(),
         Err(e) => view! { <crate::components::PageError err=e/> }.into_any(),
     };
-    match viewer.get_untracked() {
+    match viewer_now(viewer) {
         Some(v) => gate(v),
         None => view! {
             <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
