@@ -8,6 +8,9 @@ WASM_BINDGEN_VERSION := 0.2.130
 # page bench measured the Jobs page 8-26 % and a job page 3-12 % faster, home and Pools within
 # its noise (two rounds of alternating runs, 2026-12-06), for a wasm of 3.09 MB, 965 KB as
 # served (brotli), against 2.23 MB, 640 KB: not worth it while no page reaches the goal by it.
+# With the release profile's fat LTO (since 2026-12-06) it gained nothing measurable: Jobs
+# 471-504 µs of CPU a request with it, 483-572 without; a job page 366-406 and 326-367 (page
+# bench, alternating runs, 2026-12-07).
 # Server and wasm must be built alike: with it the server writes a hydration marker (<!>) at
 # each component boundary that it does not write without it (page bench dumps, 2026-12-06).
 export RUSTFLAGS := --cfg erase_components
