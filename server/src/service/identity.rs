@@ -452,6 +452,8 @@ mod viewer_first_tests {
             "/api/v1/jobs",
             "/api/get_viewer12345",
             "/pkg/gantry.wasm",
+            // The only case that the `/pkg/` rule alone turns away.
+            "/pkg/snippets",
             "/favicon.svg",
             "/robots.txt",
         ] {
