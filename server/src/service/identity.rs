@@ -384,10 +384,9 @@ impl Portal {
 pub struct ViewerMemo(std::sync::Arc<tokio::sync::OnceCell<Option<Viewer>>>);
 
 /// Middleware, inside [`memo_viewer`]: a page's viewer is read before the page renders, so that
-/// the page finds it already read. The top bar and the sign-in gate (`app::app::Authed`) then
-/// draw at once, without a Suspense boundary each (a job page took 348-360 µs of CPU a
-/// request in the page bench without those two, 383-433 with them); a viewer still being read
-/// when the page renders would put them back in their boundaries, which writes the same HTML.
+/// the page finds it already read. The top bar then draws at once, without a Suspense
+/// boundary (`app::app::NavBar`); a viewer still being read when the page renders would put
+/// it back in its boundary, which writes the same HTML.
 /// Only for what may be a page: a GET or HEAD outside the API, the server functions and the
 /// site's files.
 pub async fn viewer_first(
