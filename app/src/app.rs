@@ -107,66 +107,35 @@ fn NavBar() -> impl IntoView {
                 "☰ Menu"
             </label>
             <div class="menu">
-            // Drawn at once when the viewer is in: on the server the viewer is read before the
-            // page renders (`viewer_first` in the server), and a hydrating browser has it from
-            // the page. Each Suspense or Transition is work on every page. Nothing in it reads
-            // another resource. Only a viewer still being read waits, in a boundary that writes
-            // the same HTML.
-            {match viewer_now(viewer) {
-                Some(v) => nav_who(v, live).into_any(),
-                None => view! {
-                    <Transition fallback=|| ()>
-                        {move || Suspend::new(async move {
-                            let v = viewer.await;
-                            crate::components::built_once().await;
-                            nav_who(v, live)
-                        })}
-                    </Transition>
-                }.into_any(),
-            }}
-            </div>
-        </header>
-    }
-}
-
-/// The viewer if it is in, without waiting. On the server a page's viewer is read before the
-/// page renders (`viewer_first`), and a hydrating browser has it from the page, so both draw
-/// the same. Read as the resource's value (`AsyncDerived`): the resource itself warns, in
-/// debug builds, on any read outside a Suspense, for values that may differ between the two.
-fn viewer_now(viewer: ViewerResource) -> Option<Result<Option<Viewer>, ApiError>> {
-    use std::ops::Deref;
-    viewer.deref().get_untracked()
-}
-
-/// The viewer's part of the top bar.
-fn nav_who(viewer: Result<Option<Viewer>, ApiError>, live: crate::live::Live) -> impl IntoView {
-    // Not for an admin in no team: Launch would refuse them.
-    let launch = !matches!(&viewer, Ok(Some(v)) if !v.can_launch());
-    let who = match viewer {
-        Ok(Some(v)) => {
-            let teams = v
-                .teams
-                .iter()
-                .map(|m| {
-                    format!(
-                        "{} {}",
-                        m.team,
-                        if m.role == crate::model::Role::Lead {
-                            "lead"
-                        } else {
-                            "member"
-                        },
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            let role = match (v.is_admin, teams.is_empty()) {
-                (true, true) => "admin".to_string(),
-                (true, false) => format!("{teams}, admin"),
-                (false, true) => "no team".to_string(),
-                (false, false) => teams,
-            };
-            view! {
+            // One boundary for everything that depends on the viewer: each Suspense or
+            // Transition is work on every page (about 20 µs each in the page bench).
+            <Transition fallback=|| ()>
+                {move || Suspend::new(async move {
+                    let viewer = viewer.await;
+                    crate::components::built_once().await;
+                    // Not for an admin in no team: Launch would refuse them.
+                    let launch = !matches!(&viewer, Ok(Some(v)) if !v.can_launch());
+                    let who = match viewer {
+                        Ok(Some(v)) => {
+                            let teams = v
+                                .teams
+                                .iter()
+                                .map(|m| {
+                                    format!(
+                                        "{} {}",
+                                        m.team,
+                                        if m.role == crate::model::Role::Lead { "lead" } else { "member" },
+                                    )
+                                })
+                                .collect::<Vec<_>>()
+                                .join(", ");
+                            let role = match (v.is_admin, teams.is_empty()) {
+                                (true, true) => "admin".to_string(),
+                                (true, false) => format!("{teams}, admin"),
+                                (false, true) => "no team".to_string(),
+                                (false, false) => teams,
+                            };
+                            view! {
                                 <div class="who">
                                     <crate::pages::notifications::NotificationBell/>
                                     {v.sees_usage().then(|| view! {
@@ -186,26 +155,31 @@ fn nav_who(viewer: Result<Option<Viewer>, ApiError>, live: crate::live::Live) ->
                                 </div>
                             }
                                 .into_any()
-        }
-        _ => view! { <a class="who" href="/login">"Sign in"</a> }.into_any(),
-    };
-    // Waits on nothing: written in one pass (`sync_html`).
-    sync_html(view! {
-        <nav aria-label="Main">
-            <A href="/" exact=true>"Home"</A>
-            {launch.then(|| view! { <A href="/launch">"Launch"</A> })}
-            <A href="/jobs">"Jobs"</A>
-            <A href="/pools">"Pools"</A>
-        </nav>
-        <span
-            class="live-dot"
-            class:on=move || live.connected.get()
-            title=move || {
-                if live.connected.get() { "Live: updates arrive by themselves" } else { "Not live" }
-            }
-        ></span>
-        {who}
-    })
+                        }
+                        _ => view! { <a class="who" href="/login">"Sign in"</a> }.into_any(),
+                    };
+                    // Waits on nothing: written in one pass (`sync_html`).
+                    sync_html(view! {
+                        <nav aria-label="Main">
+                            <A href="/" exact=true>"Home"</A>
+                            {launch.then(|| view! { <A href="/launch">"Launch"</A> })}
+                            <A href="/jobs">"Jobs"</A>
+                            <A href="/pools">"Pools"</A>
+                        </nav>
+                        <span
+                            class="live-dot"
+                            class:on=move || live.connected.get()
+                            title=move || {
+                                if live.connected.get() { "Live: updates arrive by themselves" } else { "Not live" }
+                            }
+                        ></span>
+                        {who}
+                    })
+                })}
+            </Transition>
+            </div>
+        </header>
+    }
 }
 
 /// Who may open a page beyond being signed in: the people the server lets take the page's
@@ -253,29 +227,25 @@ pub fn Authed(#[prop(optional)] require: Require, children: ChildrenFn) -> impl 
     // page). A closure would run again when the viewer resolves mid-render, building the page
     // twice during SSR; the first build's resources then resolve outside their owner and the
     // serialized data no longer matches what hydration walks.
-    let gate = move |viewer: Result<Option<Viewer>, ApiError>| match viewer {
-        // Signed in, but no IdP group maps to a team: say so, not an error.
-        Ok(Some(v)) if v.teams.is_empty() && !v.is_admin => {
-            view! { <NoTeam name=v.display_name/> }.into_any()
-        }
-        Ok(Some(v)) => match require.refusal(&v) {
-            Some(why) => view! { <Refused why/> }.into_any(),
-            None => {
-                provide_context(v);
-                children.with_value(|c| c()).into_any()
-            }
-        },
-        Ok(None) => view! { <SignInPrompt/> }.into_any(),
-        Err(e) => view! { <crate::components::PageError err=e/> }.into_any(),
-    };
-    // Always in a Suspense, unlike the top bar. Drawn at once when the viewer was in, the
-    // launch form's hydration failed once in four clean-clone runs (`launch.spec.ts`: the
-    // browser found another node where it expected a marker under `<main>`). The likely
-    // cause: a page's reads of its resources outside its own boundaries are waited for by
-    // this Suspense, and without it one not yet in was drawn as missing on the server only.
     view! {
         <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
-            {Suspend::new(async move { gate(viewer.await) })}
+            {Suspend::new(async move {
+                match viewer.await {
+                    // Signed in, but no IdP group maps to a team: say so, not an error.
+                    Ok(Some(v)) if v.teams.is_empty() && !v.is_admin => {
+                        view! { <NoTeam name=v.display_name/> }.into_any()
+                    }
+                    Ok(Some(v)) => match require.refusal(&v) {
+                        Some(why) => view! { <Refused why/> }.into_any(),
+                        None => {
+                            provide_context(v);
+                            children.with_value(|c| c()).into_any()
+                        }
+                    },
+                    Ok(None) => view! { <SignInPrompt/> }.into_any(),
+                    Err(e) => view! { <crate::components::PageError err=e/> }.into_any(),
+                }
+            })}
         </Suspense>
     }
 }

@@ -521,11 +521,6 @@ fn router(state: AppState, sessions: SessionManagerLayer<DbSessionStore>) -> Rou
             state.clone(),
             crate::http::page_cache::page_cache,
         ))
-        // A page's viewer read before it renders (see `viewer_first`).
-        .layer(axum::middleware::from_fn_with_state(
-            state.portal.clone(),
-            crate::service::viewer_first,
-        ))
         .layer(axum::middleware::from_fn(server_fn_status))
         .service(app);
     // The live stream: the session (who holds it), its log line, its id and the headers, and

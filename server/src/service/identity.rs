@@ -383,39 +383,6 @@ impl Portal {
 #[derive(Clone, Default)]
 pub struct ViewerMemo(std::sync::Arc<tokio::sync::OnceCell<Option<Viewer>>>);
 
-/// Middleware, inside [`memo_viewer`]: a page's viewer is read before the page renders, so that
-/// the page finds it already read. The top bar then draws at once, without a Suspense
-/// boundary (`app::app::NavBar`); a viewer still being read when the page renders would put
-/// it back in its boundary, which writes the same HTML.
-/// Only for what may be a page: a GET or HEAD outside the API, the server functions and the
-/// site's files.
-pub async fn viewer_first(
-    axum::extract::State(portal): axum::extract::State<std::sync::Arc<Portal>>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    if !may_be_page(req.method(), req.uri().path()) {
-        return next.run(req).await;
-    }
-    let (parts, body) = req.into_parts();
-    // An error is not kept: the page's own read meets it again and shows it.
-    let _ = portal.viewer(&parts).await;
-    next.run(axum::extract::Request::from_parts(parts, body))
-        .await
-}
-
-/// Whether a request may be for a page: a GET or HEAD outside the API (`/api/`, where the
-/// server functions are too) and the site's files (`/pkg/`, and any name with a dot).
-fn may_be_page(method: &http::Method, path: &str) -> bool {
-    matches!(*method, http::Method::GET | http::Method::HEAD)
-        && !path.starts_with("/api/")
-        && !path.starts_with("/pkg/")
-        && !path
-            .rsplit('/')
-            .next()
-            .is_some_and(|last| last.contains('.'))
-}
-
 /// Middleware: gives each request its own [`ViewerMemo`] and [`app::functions::RequestMemo`].
 pub async fn memo_viewer(
     mut req: axum::extract::Request,
@@ -425,38 +392,4 @@ pub async fn memo_viewer(
     req.extensions_mut()
         .insert(app::functions::RequestMemo::default());
     next.run(req).await
-}
-
-#[cfg(test)]
-mod viewer_first_tests {
-    use super::may_be_page;
-    use http::Method;
-
-    #[test]
-    fn pages_are_read_for_their_viewer_first_and_nothing_else_is() {
-        for path in [
-            "/",
-            "/jobs",
-            "/jobs/01a25091-fbf1-749a",
-            "/admin/quotas",
-            "/login",
-        ] {
-            assert!(may_be_page(&Method::GET, path), "{path}");
-            assert!(may_be_page(&Method::HEAD, path), "{path}");
-        }
-        for path in ["/jobs", "/admin/quotas"] {
-            assert!(!may_be_page(&Method::POST, path), "POST {path}");
-        }
-        for path in [
-            "/api/v1/jobs",
-            "/api/get_viewer12345",
-            "/pkg/gantry.wasm",
-            // The only case that the `/pkg/` rule alone turns away.
-            "/pkg/snippets",
-            "/favicon.svg",
-            "/robots.txt",
-        ] {
-            assert!(!may_be_page(&Method::GET, path), "{path}");
-        }
-    }
 }

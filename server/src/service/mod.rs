@@ -19,7 +19,7 @@ mod usage;
 
 pub use usage::grouping;
 
-pub use identity::{memo_viewer, viewer_first, ViewerMemo};
+pub use identity::{memo_viewer, ViewerMemo};
 pub use launch::{stored_workload, workload_of};
 pub use live::{resume_after_lag, LiveChange, LiveTx, Subscribed, REPLAY};
 pub use logs::log_source;
