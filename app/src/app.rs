@@ -230,7 +230,8 @@ pub fn Authed(#[prop(optional)] require: Require, children: ChildrenFn) -> impl 
     // view may be built more than once in a render (the router's outlet is a closure, called
     // by each walk), and only the copy that is rendered may build what is inside the gate;
     // drawn without it, the launch form's data came out numbered differently now and then
-    // and its hydration panicked (end2end/tests/hydration.spec.ts). `unwalked` keeps the
+    // and its hydration panicked, one load in 7 to 30 (the loop of
+    // end2end/tests/hydration.spec.ts). `unwalked` keeps the
     // boundary's own walks off the page: the page bench measured the Jobs page at 496-509
     // µs of CPU a request against 576-584, home 256-275 against 305-325, a job page
     // 441-448 against 477-485 and Pools 377-386 against 408-410 (alternating runs).
