@@ -6,10 +6,13 @@ import { apiAs, expect, hydrated, launch, signIn, test } from "./helpers";
 // (a view thrown away and built again) numbers them differently from one load to the next,
 // and hydration then reads one resource's data for another and panics. That showed now and
 // then on the launch form, after a change to the sign-in gate: one load in 7 to 30 here.
-// So each page is loaded many times in a row, each after a fresh sign-in and every other one
-// after a write (which empties what the server keeps in memory, so that some reads wait on
-// the database), and the numbers the server wrote must be the same every time, with no error
-// in the browser.
+// It depends on the server's timing, so this loop is a guard, not proof: against that change,
+// loops like this one failed twice in two runs on a quiet machine (at the 7th load, and
+// within 30) and passed four times while the machine was busy building (8 to 24 loads of the
+// page). So each page is loaded many times in a row, each after a fresh sign-in and every
+// other one after a write (which empties what the server keeps in memory, so that some reads
+// wait on the database), and the numbers the server wrote must be the same every time, with
+// no error in the browser.
 const LOADS = Number(process.env.GANTRY_E2E_HYDRATION_LOADS ?? 8);
 
 test.describe.configure({ timeout: 240_000 });
