@@ -231,10 +231,11 @@ pub fn Authed(#[prop(optional)] require: Require, children: ChildrenFn) -> impl 
     // by each walk), and only the copy that is rendered may build what is inside the gate;
     // drawn without it, the launch form's data came out numbered differently now and then
     // and its hydration panicked, one load in 7 to 30 (the loop of
-    // end2end/tests/hydration.spec.ts). `unwalked` keeps the
-    // boundary's own walks off the page: the page bench measured the Jobs page at 496-509
-    // µs of CPU a request against 576-584, home 256-275 against 305-325, a job page
-    // 441-448 against 477-485 and Pools 377-386 against 408-410 (alternating runs).
+    // end2end/tests/hydration.spec.ts). `unwalked` keeps the boundary's own walks off the
+    // page: perf put them at 16.9 % of the Jobs page's samples, 1.9 % after; the page bench
+    // measured Jobs at 404-433 µs of CPU a request against 474-519 (3 alternating rounds).
+    // For home, a job page and Pools a first run measured 6-16 % less, later runs nothing
+    // beyond the machine's noise.
     view! {
         <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
             {Suspend::new(async move {
