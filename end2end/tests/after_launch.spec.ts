@@ -48,11 +48,14 @@ test("a failed job shows why with its highlighted lines; Re-run and Clone land o
   await cancelEverything(baseURL!);
   const alice = await apiAs(baseURL!, "alice");
   const carol = await apiAs(baseURL!, "carol");
+  // Re-runs are numbered per name in a team: a name of its own keeps this run's "re-run 1"
+  // its first, when the test runs again against the same server (--repeat-each).
+  const name = `e2e-oom-${Date.now().toString(36)}`;
   const job = await launch(alice, {
     template: "mistral-7b-sft",
     gpus: 8,
     pool: "hgx-h100",
-    name: "e2e-oom",
+    name,
     params: { sim_fail_after_s: 600, sim_fail_reason: "OOMKilled" },
   });
   expect((await carol.post("/api/v1/sim/advance", { data: { seconds: 660 } })).ok()).toBeTruthy();
@@ -88,12 +91,12 @@ test("a failed job shows why with its highlighted lines; Re-run and Clone land o
   await page.getByTestId("rerun").click();
   await page.getByTestId("confirm-rerun").click();
   await expect(page.locator(".rerun .field-error")).toBeVisible();
-  await expect(page.getByTestId("clones")).toContainText("e2e-oom · re-run 1");
+  await expect(page.getByTestId("clones")).toContainText(`${name} · re-run 1`);
   if (!(await page.getByTestId("confirm-rerun").isVisible())) await page.getByTestId("rerun").click();
   await page.getByTestId("confirm-rerun").click();
   await expect(page).not.toHaveURL(new RegExp(`/jobs/${job.id}$`));
-  await expect(page.getByTestId("job-name")).toHaveText("e2e-oom · re-run 1");
-  await expect(page.getByTestId("cloned-from")).toContainText("e2e-oom");
+  await expect(page.getByTestId("job-name")).toHaveText(`${name} · re-run 1`);
+  await expect(page.getByTestId("cloned-from")).toContainText(name);
   const rerunUrl = page.url();
   const rerun = await (await alice.get(`/api/v1/jobs/${rerunUrl.split("/").pop()}`)).json();
   expect(rerun.params).toEqual(job.params);
@@ -110,11 +113,11 @@ test("a failed job shows why with its highlighted lines; Re-run and Clone land o
   await expect(page.getByTestId("clone-differences")).toContainText("max runtime");
   await page.screenshot({ path: `${SHOTS}/launch-clone.png`, fullPage: true });
   await page.getByTestId("launch-submit").click();
-  await expect(page.getByTestId("cloned-from")).toContainText("e2e-oom");
-  await expect(page.getByTestId("job-name")).toHaveText("e2e-oom · clone");
+  await expect(page.getByTestId("cloned-from")).toContainText(name);
+  await expect(page.getByTestId("job-name")).toHaveText(`${name} · clone`);
   await page.goto(`/jobs/${job.id}`);
-  await expect(page.getByTestId("clones")).toContainText("e2e-oom · clone");
-  await expect(page.getByTestId("clones")).toContainText("e2e-oom · re-run 1");
+  await expect(page.getByTestId("clones")).toContainText(`${name} · clone`);
+  await expect(page.getByTestId("clones")).toContainText(`${name} · re-run 1`);
   await expect(page.getByTestId("clones")).not.toContainText("re-run 2");
   expect(dropped).toBe(2);
   // A re-run launched elsewhere (a teammate, another tab) shows up on the open page without
