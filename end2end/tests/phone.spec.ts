@@ -79,12 +79,34 @@ for (const [user, paths] of Object.entries(PAGES)) {
     // A row's Cancel confirmation fits the screen: its question wrapped nowhere and ran
     // 590 px wide, its "Keep it" past the table's end. And it is in view as it opens, with
     // nothing more to scroll: it opened at the table's right edge, half of it cut off by the
-    // table's scroll box. The row's Cancel stays at that edge while the row scrolls under it.
-    // Alice launched it; Bob leads her team; Carol is an admin. Dave cannot see it.
+    // table's scroll box. Alice launched it; Bob leads her team; Carol is an admin. Dave
+    // cannot see it.
     if (user !== "dave") {
       await page.goto("/jobs");
       await hydrated(page);
       const row = page.getByTestId(`job-row-${job.id}`);
+      // Each job is a stacked row: every cell with something in it is on the screen and
+      // none lies over another. In a sideways-scrolling table only three columns showed, and
+      // the Cancel held at the screen's edge covered the job's name.
+      const cells = await row.locator("td").evaluateAll((tds) =>
+        tds
+          .filter((td) => td.textContent!.trim() !== "")
+          .map((td) => {
+            const r = td.getBoundingClientRect();
+            return { text: td.textContent!.trim().slice(0, 30), x: r.x, y: r.y, right: r.right, bottom: r.bottom };
+          }),
+      );
+      expect(cells.length, "the row's cells: state, name, template, user, GPUs, pool, time, submitted, Cancel").toBeGreaterThanOrEqual(9);
+      for (const c of cells) {
+        expect(c.x, `"${c.text}" starts on the screen`).toBeGreaterThanOrEqual(0);
+        expect(c.right, `"${c.text}" ends on the screen`).toBeLessThanOrEqual(PHONE.width);
+      }
+      for (const [i, a] of cells.entries()) {
+        for (const b of cells.slice(i + 1)) {
+          const overlap = a.x < b.right - 1 && b.x < a.right - 1 && a.y < b.bottom - 1 && b.y < a.bottom - 1;
+          expect(overlap, `"${a.text}" and "${b.text}" do not overlap`).toBe(false);
+        }
+      }
       const opener = row.getByTestId("cancel");
       const o = (await opener.boundingBox())!;
       expect(o.x + o.width, "the row's Cancel is on the screen without scrolling the table").toBeLessThanOrEqual(PHONE.width);

@@ -338,7 +338,7 @@ fn JobTable(
             // On a phone the table scrolls inside its box instead of widening the page.
             view! {
                 <div class="table-scroll">
-                <table class="table" data-testid="jobs-table">
+                <table class="table jobs-table" data-testid="jobs-table">
                     <thead>
                         <tr>
                             <th>"State"</th>
