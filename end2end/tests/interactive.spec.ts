@@ -14,6 +14,18 @@ async function slowLink(page: Page) {
   });
 }
 
+/** Holds the app's wasm back until the returned function is called: the page stays as the
+ * server rendered it, however fast the link or small the build. */
+async function holdWasm(page: Page): Promise<() => void> {
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  await page.route(/\/pkg\/[^/]*\.wasm$/, async (route) => {
+    await held;
+    await route.continue();
+  });
+  return release;
+}
+
 /** Waits until the stylesheet has applied (it is small; the wasm is not). */
 async function styled(page: Page) {
   await page.waitForFunction(() => [...document.styleSheets].some((s) => (s.href ?? "").endsWith(".css") && s.cssRules.length > 0));
@@ -29,6 +41,9 @@ test("a click before the page is interactive is visibly not taken, then the butt
   await signIn(page, "alice");
 
   await slowLink(page);
+  // The wasm is held back until the early click is made: release's 2.2 MB arrived in under
+  // a second on this link, and the app had hydrated before the click, which it then took.
+  const release = await holdWasm(page);
   await page.goto(`/jobs/${job.id}`, { waitUntil: "commit" });
   const cancel = page.getByTestId("cancel");
   await cancel.waitFor();
@@ -46,7 +61,9 @@ test("a click before the page is interactive is visibly not taken, then the butt
   expect(early.cursor).toBe("progress");
   await page.screenshot({ path: `${SHOTS}/job-before-hydration.png` });
   await cancel.click({ force: true });
+  expect(await page.evaluate(() => document.documentElement.classList.contains("hydrated")), "the click came before the app hydrated").toBe(false);
 
+  release();
   await hydrated(page);
   // The early click did nothing behind the person's back: no question asked, nothing cancelled.
   await expect(page.getByTestId("confirm-cancel")).toHaveCount(0);
@@ -63,11 +80,14 @@ test("a click before the page is interactive is visibly not taken, then the butt
 // Plain forms work without the app and stay live while it loads: sign-in is one of them.
 test("sign-in works before the app has hydrated", async ({ page }) => {
   await slowLink(page);
+  const release = await holdWasm(page);
   await page.goto("/login", { waitUntil: "commit" });
   const button = page.getByTestId("login-alice");
   await button.waitFor();
   await styled(page);
   expect(await button.evaluate((e) => getComputedStyle(e).pointerEvents)).not.toBe("none");
+  expect(await page.evaluate(() => document.documentElement.classList.contains("hydrated")), "the click comes before the app hydrated").toBe(false);
   await button.click();
   await expect(page.getByTestId("viewer")).toBeVisible();
+  release();
 });
