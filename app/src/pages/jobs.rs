@@ -335,7 +335,8 @@ fn JobTable(
         }
         .into_any()
         } else {
-            // On a phone the table scrolls inside its box instead of widening the page.
+            // On a phone each row stacks (style/main.css, `jobs-table`); on a narrow screen
+            // wider than that the table scrolls inside its box instead of widening the page.
             view! {
                 <div class="table-scroll">
                 <table class="table jobs-table" data-testid="jobs-table">
