@@ -710,8 +710,14 @@ async fn the_portal_measures_runs_from_prometheus_and_keeps_serving_without_it()
     assert!(close(mean["power_w"].as_f64().unwrap(), 304.0), "{mean}");
     assert_eq!(u["idle"], false);
 
-    // Prometheus goes away: the job page says so; everything else still answers.
+    // Prometheus goes away: the job page says so, once the answer read before is older than
+    // the read memo's time to live (`server.page_cache_ms`, `db::memo`); everything else
+    // still answers.
     prom.stop();
+    tokio::time::sleep(Duration::from_millis(
+        Config::default().server.page_cache_ms + 200,
+    ))
+    .await;
     let (s, u) = alice.get(&format!("/api/v1/jobs/{id}/utilization")).await;
     assert_eq!(s, StatusCode::OK, "{u}");
     assert_eq!(u["available"], false, "{u}");

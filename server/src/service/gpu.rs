@@ -55,7 +55,45 @@ impl Portal {
             out.message = Some("the job has not run yet".into());
             return Ok(out);
         };
-        let now = self.cluster.now();
+        // The answer for this run of the job is kept in the read memo (`db::memo`): while
+        // nothing is written and for its time to live (`server.page_cache_ms`, 1 s by
+        // default), a job page's loads, by any viewer, ask the metrics back end (a Prometheus
+        // range query) once, not once each. The key holds all the answer depends on but the
+        // clock: the job, its GPUs, its run and its nodes; the range ends at the clock when
+        // it was read, at most the time to live ago.
+        let key = format!(
+            "job utilization {:?} {} {start} {end:?} {:?}",
+            row.id, row.gpus, row.node_names
+        );
+        let answer = self
+            .db
+            .memo(key, || async {
+                Ok(Self::utilization_in(
+                    metrics.as_ref(),
+                    &row,
+                    out,
+                    start,
+                    end,
+                    self.cluster.now(),
+                )
+                .await)
+            })
+            .await?;
+        Ok(answer)
+    }
+
+    /// [`Portal::job_utilization`]'s answer at `now`: the per-GPU and mean series, the idle
+    /// flag, or, where the metrics back end failed, the message saying so (`available` false;
+    /// kept as an answer is, so a failing back end is asked again after the memo's time to
+    /// live, not on every load).
+    async fn utilization_in(
+        metrics: &dyn crate::metrics::Metrics,
+        row: &JobRow,
+        mut out: JobUtilization,
+        start: chrono::DateTime<chrono::Utc>,
+        end: Option<chrono::DateTime<chrono::Utc>>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> JobUtilization {
         let to = end.unwrap_or(now).min(now);
         // A running job: the last two hours, a sample a minute, the newest at now, so the
         // heatmap shows the latest readings and the idle check has its 30 minutes. An ended
@@ -83,7 +121,7 @@ impl Portal {
             Err(e) => {
                 tracing::warn!(job.id = %row.id, error = %e, "job utilization: metrics unavailable");
                 out.message = Some(format!("{e} ({})", now.format("%H:%M UTC")));
-                return Ok(out);
+                return out;
             }
         };
         let per_node = 8u32;
@@ -139,7 +177,7 @@ impl Portal {
         out.idle = end.is_none() && crate::metrics::is_idle(&samples, to);
         out.from = Some(from);
         out.to = Some(to);
-        Ok(out)
+        out
     }
 
     pub async fn list_pools(&self, _viewer: &Viewer) -> Result<Vec<Pool>, Error> {
