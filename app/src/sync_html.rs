@@ -101,3 +101,20 @@ impl RenderHtml for SyncHtml {
         self
     }
 }
+
+/// `s` as tachys writes a text node into the page: escaped, and an empty text as one space
+/// (a text node to hydrate). For parts written straight into a string on the server.
+#[cfg(feature = "ssr")]
+pub(crate) fn push_text(out: &mut String, s: &str) {
+    if s.is_empty() {
+        out.push(' ');
+    } else {
+        out.push_str(&html_escape::encode_text(s));
+    }
+}
+
+/// `s` as tachys writes an attribute's value between double quotes: escaped.
+#[cfg(feature = "ssr")]
+pub(crate) fn push_attr(out: &mut String, s: &str) {
+    out.push_str(&html_escape::encode_double_quoted_attribute(s));
+}

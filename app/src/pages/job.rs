@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
 use crate::app::Authed;
-use crate::components::{loaded, Ago, PageError, StateBadge};
+use crate::components::{loaded, PageError, StateBadge};
 use crate::format;
 use crate::functions::{get_job, rerun_job};
 use crate::live::use_live;
@@ -185,104 +185,244 @@ fn JobBody(page: JobPage) -> impl IntoView {
         </section>
         {job.admitted_at.is_some().then(|| view! { <GpuPanel job_id=job.id.clone() gpus=job.gpus show_idle=job.can_cancel/> })}
         {job.admitted_at.is_some().then(|| view! { <LogsPanel job=job.clone()/> })}
-        {sync_html(view! {
-            <div class="two-col">
-                <section class="panel">
-                    <h2>"Details"</h2>
-                    <dl class="kv">
-                        <dt>"State"</dt>
-                        <dd data-testid="job-state">{state.as_str()}</dd>
-                        <dt>"Pool"</dt>
-                        <dd>{job.pool.clone()}</dd>
-                        <dt>"GPUs"</dt>
-                        <dd>{format::gpus_nodes(job.gpus)}</dd>
-                        <dt>"Nodes"</dt>
-                        <dd>
-                            {if job.admitted_at.is_none() && !job.state.is_active() {
-                                "none: it never started".to_string()
-                            } else if job.node_names.is_empty() && !job.state.is_active() {
-                                "released (see Events for where it ran)".to_string()
-                            } else if job.node_names.is_empty() {
-                                "not placed yet".to_string()
-                            } else {
-                                job.node_names.join(", ")
-                            }}
-                        </dd>
-                        <dt>"Priority"</dt>
-                        <dd>{job.priority.as_str()}</dd>
-                        <dt>"Max runtime"</dt>
-                        <dd>{format::duration(job.max_runtime_s as i64)}</dd>
-                        <dt>"Submitted"</dt>
-                        <dd>{move || view! { <Ago now=now() at=job.created_at/> }}</dd>
-                        {(!job.clones.is_empty()).then(|| view! {
-                            <dt>"Re-runs and clones"</dt>
-                            <dd data-testid="clones">
-                                {job.clones.iter().map(|c| view! {
-                                    <a href=format!("/jobs/{}", c.id)>{c.name.clone()}</a>
-                                    " "
-                                }).collect_view()}
-                                {older_clones(&job).map(|line| view! {
-                                    <span class="muted" data-testid="clones-older">{line}</span>
-                                })}
-                            </dd>
-                        })}
-                        {job.gpu_hours.clone().map(|h| view! {
-                            <dt>"GPU-hours"</dt>
-                            <dd data-testid="job-gpu-hours">{gpu_hours_line(&h)}</dd>
-                        })}
-                        <dt>"Where it stands"</dt>
-                        <dd>
-                            {
-                                let job = job.clone();
-                                move || crate::components::progress_text(&job, now())
-                            }
-                        </dd>
-                    </dl>
-                </section>
-                <section class="panel">
-                    <h2>"Parameters"</h2>
-                    <table class="table compact job-params" data-testid="job-params">
-                        <tbody>
-                            {job
-                                .params
-                                .iter()
-                                .map(|(k, v)| {
-                                    let v = match v {
-                                        serde_json::Value::String(s) => s.clone(),
-                                        other => other.to_string(),
-                                    };
-                                    view! {
-                                        <tr>
-                                            <th scope="row">{k.clone()}</th>
-                                            <td class="num"><code>{v}</code></td>
-                                        </tr>
-                                    }
-                                })
-                                .collect_view()}
-                        </tbody>
-                    </table>
-                </section>
-            </div>
+        {details(&job, page_now, live)}
+    }
+}
+
+/// The page's lower part, which waits on nothing: the details, the parameters and the
+/// events. On the server it is written straight into a string ([`details_html`]) instead of
+/// built as views (about forty elements, two clocks) and then written; the HTML is the views',
+/// byte for byte (`the_details_written_as_one_string_are_the_views_html`), so the browser
+/// hydrates these views over it. Only where the views are built type-erased
+/// (`--cfg erase_components`, as the Makefile builds), whose markers the string writes.
+fn details(job: &Job, page_now: DateTime<Utc>, live: crate::live::Live) -> impl IntoView {
+    #[cfg(all(feature = "ssr", erase_components))]
+    {
+        sync_html(leptos::tachys::html::InertElement::new(details_html(
+            job,
+            live.now_or(page_now),
+        )))
+    }
+    #[cfg(not(all(feature = "ssr", erase_components)))]
+    {
+        sync_html(details_view(job.clone(), page_now, live))
+    }
+}
+
+/// [`details`] as views: in the browser, and on the server for comparison.
+#[cfg(any(not(all(feature = "ssr", erase_components)), test))]
+fn details_view(job: Job, page_now: DateTime<Utc>, live: crate::live::Live) -> impl IntoView {
+    use crate::components::Ago;
+    let now = move || live.now_or(page_now);
+    let state = job.state;
+    view! {
+        <div class="two-col">
             <section class="panel">
-                <h2>"Events"</h2>
-                <ol class="timeline" data-testid="job-events">
-                    {job
-                        .events
-                        .iter()
-                        .rev()
-                        .map(|e| {
-                            view! {
-                                <li>
-                                    <time datetime=e.at.to_rfc3339()>{format::absolute(e.at)}</time>
-                                    <span class=format!("badge state-{}", e.kind)>{e.kind.clone()}</span>
-                                    <span>{e.reason.clone()}</span>
-                                </li>
-                            }
-                        })
-                        .collect_view()}
-                </ol>
+                <h2>"Details"</h2>
+                <dl class="kv">
+                    <dt>"State"</dt>
+                    <dd data-testid="job-state">{state.as_str()}</dd>
+                    <dt>"Pool"</dt>
+                    <dd>{job.pool.clone()}</dd>
+                    <dt>"GPUs"</dt>
+                    <dd>{format::gpus_nodes(job.gpus)}</dd>
+                    <dt>"Nodes"</dt>
+                    <dd>{nodes_text(&job)}</dd>
+                    <dt>"Priority"</dt>
+                    <dd>{job.priority.as_str()}</dd>
+                    <dt>"Max runtime"</dt>
+                    <dd>{format::duration(job.max_runtime_s as i64)}</dd>
+                    <dt>"Submitted"</dt>
+                    <dd>{move || view! { <Ago now=now() at=job.created_at/> }}</dd>
+                    {(!job.clones.is_empty()).then(|| view! {
+                        <dt>"Re-runs and clones"</dt>
+                        <dd data-testid="clones">
+                            {job.clones.iter().map(|c| view! {
+                                <a href=format!("/jobs/{}", c.id)>{c.name.clone()}</a>
+                                " "
+                            }).collect_view()}
+                            {older_clones(&job).map(|line| view! {
+                                <span class="muted" data-testid="clones-older">{line}</span>
+                            })}
+                        </dd>
+                    })}
+                    {job.gpu_hours.clone().map(|h| view! {
+                        <dt>"GPU-hours"</dt>
+                        <dd data-testid="job-gpu-hours">{gpu_hours_line(&h)}</dd>
+                    })}
+                    <dt>"Where it stands"</dt>
+                    <dd>
+                        {
+                            let job = job.clone();
+                            move || crate::components::progress_text(&job, now())
+                        }
+                    </dd>
+                </dl>
             </section>
-        })}
+            <section class="panel">
+                <h2>"Parameters"</h2>
+                <table class="table compact job-params" data-testid="job-params">
+                    <tbody>
+                        {job
+                            .params
+                            .iter()
+                            .map(|(k, v)| {
+                                view! {
+                                    <tr>
+                                        <th scope="row">{k.clone()}</th>
+                                        <td class="num"><code>{param_text(v)}</code></td>
+                                    </tr>
+                                }
+                            })
+                            .collect_view()}
+                    </tbody>
+                </table>
+            </section>
+        </div>
+        <section class="panel">
+            <h2>"Events"</h2>
+            <ol class="timeline" data-testid="job-events">
+                {job
+                    .events
+                    .iter()
+                    .rev()
+                    .map(|e| {
+                        view! {
+                            <li>
+                                <time datetime=e.at.to_rfc3339()>{format::absolute(e.at)}</time>
+                                <span class=format!("badge state-{}", e.kind)>{e.kind.clone()}</span>
+                                <span>{e.reason.clone()}</span>
+                            </li>
+                        }
+                    })
+                    .collect_view()}
+            </ol>
+        </section>
+    }
+}
+
+/// What [`details_view`] writes on the server (built with `--cfg erase_components`), written
+/// directly: tachys' escaping, and its markers (`<!>`) after each dynamic text, each
+/// component or element list, and each absent view.
+#[cfg(all(feature = "ssr", erase_components))]
+fn details_html(job: &Job, now: DateTime<Utc>) -> String {
+    use crate::sync_html::{push_attr, push_text};
+    let mut out = String::with_capacity(3_000 + 200 * (job.params.len() + job.events.len()));
+    let o = &mut out;
+    // A `<dt>` and its `<dd>` of one text.
+    fn pair(o: &mut String, dt: &str, dd_open: &str, text: &str) {
+        o.push_str("<dt>");
+        o.push_str(dt);
+        o.push_str("</dt>");
+        o.push_str(dd_open);
+        push_text(o, text);
+        o.push_str("<!></dd>");
+    }
+    o.push_str(r#"<div class="two-col"><section class="panel"><h2>Details</h2><dl class="kv">"#);
+    pair(
+        o,
+        "State",
+        r#"<dd data-testid="job-state">"#,
+        job.state.as_str(),
+    );
+    pair(o, "Pool", "<dd>", &job.pool);
+    pair(o, "GPUs", "<dd>", &format::gpus_nodes(job.gpus));
+    pair(o, "Nodes", "<dd>", &nodes_text(job));
+    pair(o, "Priority", "<dd>", job.priority.as_str());
+    pair(
+        o,
+        "Max runtime",
+        "<dd>",
+        &format::duration(job.max_runtime_s as i64),
+    );
+    o.push_str(r#"<dt>Submitted</dt><dd><time datetime=""#);
+    push_attr(o, &job.created_at.to_rfc3339());
+    o.push_str(r#"" title=""#);
+    push_attr(o, &format::absolute(job.created_at));
+    o.push_str(r#"">"#);
+    push_text(o, &format::ago(now, job.created_at));
+    o.push_str("<!></time><!></dd>");
+    if job.clones.is_empty() {
+        o.push_str("<!>");
+    } else {
+        o.push_str(r#"<dt>Re-runs and clones<!></dt><dd data-testid="clones">"#);
+        for c in &job.clones {
+            o.push_str(r#"<a href="/jobs/"#);
+            push_attr(o, &c.id);
+            o.push_str(r#"">"#);
+            push_text(o, &c.name);
+            o.push_str("<!></a> <!>");
+        }
+        o.push_str("<!>");
+        match older_clones(job) {
+            Some(line) => {
+                o.push_str(r#"<span data-testid="clones-older" class="muted">"#);
+                push_text(o, &line);
+                o.push_str("<!></span>");
+            }
+            None => o.push_str("<!>"),
+        }
+        o.push_str("<!><!></dd><!>");
+    }
+    match &job.gpu_hours {
+        Some(h) => {
+            o.push_str(r#"<dt>GPU-hours<!></dt><dd data-testid="job-gpu-hours">"#);
+            push_text(o, &gpu_hours_line(h));
+            o.push_str("<!></dd><!>");
+        }
+        None => o.push_str("<!>"),
+    }
+    pair(
+        o,
+        "Where it stands",
+        "<dd>",
+        &crate::components::progress_text(job, now),
+    );
+    o.push_str(r#"<!><!></dl><!><!></section><section class="panel"><h2>Parameters</h2><table data-testid="job-params" class="table compact job-params"><tbody>"#);
+    for (k, v) in &job.params {
+        o.push_str(r#"<tr><th scope="row">"#);
+        push_text(o, k);
+        o.push_str(r#"<!></th><td class="num"><code>"#);
+        push_text(o, &param_text(v));
+        o.push_str("<!></code><!></td><!><!></tr>");
+    }
+    o.push_str(r#"<!><!></tbody><!></table><!><!></section><!><!></div><section class="panel"><h2>Events</h2><ol data-testid="job-events" class="timeline">"#);
+    for e in job.events.iter().rev() {
+        o.push_str(r#"<li><time datetime=""#);
+        push_attr(o, &e.at.to_rfc3339());
+        o.push_str(r#"">"#);
+        push_text(o, &format::absolute(e.at));
+        o.push_str(r#"<!></time><span class="badge state-"#);
+        push_attr(o, &e.kind);
+        o.push_str(r#"">"#);
+        push_text(o, &e.kind);
+        o.push_str("<!></span><span>");
+        push_text(o, &e.reason);
+        o.push_str("<!></span><!><!></li>");
+    }
+    // The events' list, its section, and the two sections' own end.
+    o.push_str("<!><!></ol><!><!></section><!>");
+    out
+}
+
+/// Where a job's nodes are, in words: "hgx-h200-node-00, hgx-h200-node-01", "not placed yet".
+fn nodes_text(job: &Job) -> String {
+    if job.admitted_at.is_none() && !job.state.is_active() {
+        "none: it never started".to_string()
+    } else if job.node_names.is_empty() && !job.state.is_active() {
+        "released (see Events for where it ran)".to_string()
+    } else if job.node_names.is_empty() {
+        "not placed yet".to_string()
+    } else {
+        job.node_names.join(", ")
+    }
+}
+
+/// A parameter's value as the table shows it: a string as itself, anything else as JSON.
+fn param_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
     }
 }
 
@@ -589,6 +729,103 @@ mod tests {
             pool: "hgx-h100".into(),
             row: Some(Box::new(row)),
             ..Default::default()
+        }
+    }
+
+    /// The lower part written as one string ([`details_html`]) is what tachys writes for its
+    /// views ([`details_view`]), byte for byte, so the browser hydrates those views over it:
+    /// queued, running and ended jobs (placed, never placed, released), with and without
+    /// re-runs (all named, or only the newest), GPU-hours and parameters of every JSON kind,
+    /// text that needs escaping or is empty, and the clock as the page read it and moved on
+    /// by the live stream.
+    #[cfg(all(feature = "ssr", erase_components))]
+    #[test]
+    fn the_details_written_as_one_string_are_the_views_html() {
+        use crate::model::{JobEvent, JobGpuHours};
+        use leptos::tachys::view::RenderHtml;
+        let mut jobs = Vec::new();
+        let mut running = job("r1", 0, JobState::Running, "hgx-h200", None);
+        running.admitted_at = Some(t(30));
+        running.node_names = vec!["node-a".into(), "node-b".into()];
+        running.params = serde_json::from_value(serde_json::json!({
+            "dataset": "s3://d/<v3>&'x'",
+            "epochs": 3,
+            "lr": 0.0001,
+            "flag": true,
+            "none": null,
+            "list": [1, "a\"b"],
+            "empty": "",
+        }))
+        .unwrap();
+        running.events = vec![
+            JobEvent {
+                at: t(0),
+                kind: "queued".into(),
+                reason: "Launched by bob & co <x>".into(),
+            },
+            JobEvent {
+                at: t(30),
+                kind: "admitted".into(),
+                reason: String::new(),
+            },
+            JobEvent {
+                at: t(60),
+                kind: "running".into(),
+                reason: "All pods are running".into(),
+            },
+        ];
+        jobs.push(running.clone());
+        let mut clones = running.clone();
+        clones.clones = vec![
+            JobLink {
+                id: "c&1".into(),
+                name: "re-run \"one\"".into(),
+            },
+            JobLink {
+                id: "c2".into(),
+                name: String::new(),
+            },
+        ];
+        clones.gpu_hours = Some(JobGpuHours {
+            allocated: 32.0,
+            used: Some(20.8),
+            idle: Some(11.2),
+            unmeasured: 0.0,
+            efficiency: Some(0.65),
+        });
+        jobs.push(clones.clone());
+        clones.clone_count = 25;
+        clones.gpu_hours = None;
+        jobs.push(clones);
+        let mut queued = job("q1", 100, JobState::Queued, "a&b <pool>", Some(3));
+        queued.name = String::new();
+        jobs.push(queued);
+        let mut never = job("n1", 100, JobState::Cancelled, "hgx-h100", None);
+        never.finished_at = Some(t(200));
+        jobs.push(never);
+        let mut released = job("f1", 100, JobState::Failed, "hgx-h100", None);
+        released.admitted_at = Some(t(130));
+        released.finished_at = Some(t(4_000));
+        jobs.push(released);
+        let now = t(9_000);
+        for live_now in [None, Some(t(9_090))] {
+            for j in &jobs {
+                let owner = Owner::new();
+                let (by_view, by_string) = owner.with(|| {
+                    let live = crate::live::Live {
+                        last: RwSignal::new(Default::default()),
+                        now: RwSignal::new(live_now),
+                        connected: RwSignal::new(false),
+                        known: StoredValue::new(0),
+                    };
+                    provide_context(live);
+                    (
+                        sync_html(details_view(j.clone(), now, live)).to_html(),
+                        details(j, now, live).to_html(),
+                    )
+                });
+                assert_eq!(by_string, by_view, "job {}, live clock {live_now:?}", j.id);
+            }
         }
     }
 
