@@ -68,13 +68,26 @@ pub fn state_icon(state: JobState) -> &'static str {
 /// A state's badge as [`StateBadge`] draws it, written as HTML: for a cell set through
 /// `inner_html`, where a component per row of a long table is work on every page.
 pub fn state_badge_html(state: JobState) -> String {
-    format!(
-        r#"<span class="{}" data-state="{}"><span aria-hidden="true">{}</span> {}</span>"#,
+    let mut out = String::with_capacity(96);
+    state_badge_into(&mut out, state);
+    out
+}
+
+/// [`state_badge_html`] written into `out`.
+pub fn state_badge_into(out: &mut String, state: JobState) {
+    for part in [
+        r#"<span class=""#,
         state.badge_class(),
+        r#"" data-state=""#,
         state.as_str(),
+        r#""><span aria-hidden="true">"#,
         state_icon(state),
-        state.as_str()
-    )
+        "</span> ",
+        state.as_str(),
+        "</span>",
+    ] {
+        out.push_str(part);
+    }
 }
 
 /// "12 min ago" with the absolute time on hover.

@@ -7,10 +7,18 @@ use crate::model::nodes_for;
 
 /// "16 GPUs (2 nodes)", "4 GPUs (1 node)".
 pub fn gpus_nodes(gpus: u32) -> String {
+    let mut out = String::with_capacity(20);
+    gpus_nodes_into(&mut out, gpus);
+    out
+}
+
+/// [`gpus_nodes`] written into `out`, digit by digit (a Jobs page writes one a row).
+pub fn gpus_nodes_into(out: &mut String, gpus: u32) {
     let nodes = nodes_for(gpus);
-    let gpu_word = if gpus == 1 { "GPU" } else { "GPUs" };
-    let node_word = if nodes == 1 { "node" } else { "nodes" };
-    format!("{gpus} {gpu_word} ({nodes} {node_word})")
+    push_digits(out, u64::from(gpus));
+    out.push_str(if gpus == 1 { " GPU (" } else { " GPUs (" });
+    push_digits(out, u64::from(nodes));
+    out.push_str(if nodes == 1 { " node)" } else { " nodes)" });
 }
 
 /// A span of seconds in the unit a person would use: "45 s", "12 min", "3.2 h", "2.5 days".

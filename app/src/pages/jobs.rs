@@ -458,16 +458,8 @@ fn rows_html(
     page_now: chrono::DateTime<chrono::Utc>,
     live: Live,
 ) -> String {
-    use html_escape::{encode_double_quoted_attribute as attr, encode_text};
-    // Text as tachys writes it: escaped, and an empty text as one space (a text node to
-    // hydrate).
-    fn text(out: &mut String, s: &str) {
-        if s.is_empty() {
-            out.push(' ');
-        } else {
-            out.push_str(&encode_text(s));
-        }
-    }
+    use crate::sync_html::push_text as text;
+    use html_escape::encode_double_quoted_attribute as attr;
     // Built with `--cfg erase_components` (as the Makefile builds), Leptos's views are
     // type-erased, and tachys writes a marker in more places: each `M` (the test below
     // compares both strings in whichever way it is built).
@@ -500,12 +492,10 @@ fn rows_html(
                 "\" data-state=\"",
                 j.state.as_str(),
                 "\"><td>",
-                &state_badge_html(j.state),
-                "</td><td><a href=\"/jobs/",
-                &id,
-                "\">",
             ],
         );
+        crate::components::state_badge_into(&mut out, j.state);
+        push(&mut out, &["</td><td><a href=\"/jobs/", &id, "\">"]);
         text(&mut out, &j.name);
         push(&mut out, &[M, "</a>", M, "</td>"]);
         cell(&mut out, "<td>", &j.template);
@@ -516,7 +506,10 @@ fn rows_html(
             // An absent view (`None`) is a marker.
             out.push_str("<!>");
         }
-        cell(&mut out, "<td class=\"num\">", &format::gpus_nodes(j.gpus));
+        // Digits and words: nothing to escape, never empty.
+        out.push_str("<td class=\"num\">");
+        format::gpus_nodes_into(&mut out, j.gpus);
+        push(&mut out, &[M, "</td>"]);
         cell(&mut out, "<td>", &j.pool);
         cell(&mut out, "<td class=\"num\">", &Progress::of(j).text(now));
         push(
