@@ -10,7 +10,7 @@ use leptos_router::{
 use crate::error::ApiError;
 use crate::functions::get_viewer;
 use crate::live::provide_live;
-use crate::model::Viewer;
+use crate::model::{PageViewer, Viewer};
 use crate::pages::{
     home::HomePage, job::JobDetailPage, jobs::JobsPage, launch::LaunchGallery,
     launch_form::LaunchFormPage, login::LoginPage,
@@ -42,7 +42,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 
 /// The signed-in user for the whole page load.
 /// In every page as `SwappedJson` (far fewer escapes there).
-pub type ViewerResource = Resource<Result<Option<Viewer>, ApiError>, crate::wire::SwappedJson>;
+pub type ViewerResource = Resource<Result<Option<PageViewer>, ApiError>, crate::wire::SwappedJson>;
 
 #[component]
 pub fn App() -> impl IntoView {
@@ -116,7 +116,7 @@ fn NavBar() -> impl IntoView {
                     // Not for an admin in no team: Launch would refuse them.
                     let launch = !matches!(&viewer, Ok(Some(v)) if !v.can_launch());
                     let who = match viewer {
-                        Ok(Some(v)) => {
+                        Ok(Some(PageViewer { viewer: v, .. })) => {
                             let teams = v
                                 .teams
                                 .iter()
@@ -217,6 +217,15 @@ pub fn use_viewer() -> Option<Viewer> {
     use_context::<Viewer>()
 }
 
+/// The pools' names, for the pages inside [`Authed`] (read with the viewer: `PageViewer`).
+#[derive(Clone, Debug, Default)]
+pub struct PoolNames(pub Vec<String>);
+
+/// The pools' names, for the pages inside [`Authed`].
+pub fn use_pool_names() -> Vec<String> {
+    use_context::<PoolNames>().unwrap_or_default().0
+}
+
 /// Shows its children to a signed-in user whom `require` admits, the sign-in prompt to
 /// anyone signed out, and a refusal (403) to the rest.
 #[component]
@@ -243,13 +252,14 @@ pub fn Authed(#[prop(optional)] require: Require, children: ChildrenFn) -> impl 
                 crate::components::unwalked().await;
                 match viewer {
                     // Signed in, but no IdP group maps to a team: say so, not an error.
-                    Ok(Some(v)) if v.teams.is_empty() && !v.is_admin => {
+                    Ok(Some(PageViewer { viewer: v, .. })) if v.teams.is_empty() && !v.is_admin => {
                         view! { <NoTeam name=v.display_name/> }.into_any()
                     }
-                    Ok(Some(v)) => match require.refusal(&v) {
+                    Ok(Some(PageViewer { viewer: v, pools })) => match require.refusal(&v) {
                         Some(why) => view! { <Refused why/> }.into_any(),
                         None => {
                             provide_context(v);
+                            provide_context(PoolNames(pools));
                             children.with_value(|c| c()).into_any()
                         }
                     },

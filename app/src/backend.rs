@@ -25,6 +25,8 @@ pub trait Backend: Send + Sync + 'static {
         limit: Option<u32>,
     ) -> Result<TemplateList, ApiError>;
     async fn list_pools(&self, viewer: &Viewer) -> Result<Vec<Pool>, ApiError>;
+    /// The pools' names, in order.
+    async fn pool_names(&self) -> Result<Vec<String>, ApiError>;
     async fn check_launch(
         &self,
         viewer: &Viewer,
@@ -144,8 +146,9 @@ pub trait Backend: Send + Sync + 'static {
     /// Every pool as a node × GPU grid: who holds each GPU (names for the viewer's team only)
     /// and its utilization now.
     async fn pool_grids(&self, viewer: &Viewer) -> Result<Vec<PoolGrid>, ApiError>;
-    /// The job's per-GPU utilization over its current or last run.
-    async fn job_utilization(&self, viewer: &Viewer, id: &str) -> Result<JobUtilization, ApiError>;
+    /// The job's GPU utilization over its current or last run, as its page's GPU panel draws
+    /// it (the mean series and each GPU's latest reading).
+    async fn job_gpu_panel(&self, viewer: &Viewer, id: &str) -> Result<GpuPanelData, ApiError>;
     /// GPU usage over the last `days` days (leads: their teams; admins: all).
     async fn usage_view(
         &self,

@@ -10,7 +10,7 @@ use crate::model::*;
 /// a `Transition`'s content more than once on the server (its boundary walks the children
 /// again once the first resources are in, to find the nested ones, then builds them for
 /// real), and the job page's GPU panel then asked for the job's utilization two or three
-/// times per render, the calls overlapping. [`crate::components::built_once`] now keeps that
+/// times per render (it now comes with the job), the calls overlapping. [`crate::components::built_once`] now keeps that
 /// walk from building the view; this keeps any view built again from reading again. A call
 /// that finds its key being read waits for that answer. The server gives each request its
 /// own (`memo_viewer`); clones share it.
@@ -74,6 +74,19 @@ mod ssr {
         }
     }
 
+    /// Job `id`'s GPU panel figures as `viewer` may see them, once per request however often
+    /// they are asked for (see RequestMemo).
+    pub async fn utilization(
+        backend: &SharedBackend,
+        viewer: &Viewer,
+        id: &str,
+    ) -> Result<crate::model::GpuPanelData, ApiError> {
+        once(format!("job_utilization {id}"), || async {
+            backend.job_gpu_panel(viewer, id).await
+        })
+        .await
+    }
+
     pub fn backend() -> Result<SharedBackend, ApiError> {
         use_context::<SharedBackend>()
             .ok_or_else(|| ApiError::new(crate::error::ErrorCode::Internal, "backend missing"))
@@ -93,13 +106,19 @@ mod ssr {
 }
 
 #[server]
-pub async fn get_viewer() -> Result<Option<Viewer>, ApiError> {
+pub async fn get_viewer() -> Result<Option<PageViewer>, ApiError> {
     let backend = ssr::backend()?;
     let parts = use_context::<http::request::Parts>();
-    match parts {
-        Some(parts) => backend.viewer(&parts).await,
-        None => Ok(None),
-    }
+    let Some(viewer) = (match parts {
+        Some(parts) => backend.viewer(&parts).await?,
+        None => None,
+    }) else {
+        return Ok(None);
+    };
+    Ok(Some(PageViewer {
+        viewer,
+        pools: backend.pool_names().await?,
+    }))
 }
 
 #[server]
@@ -304,9 +323,15 @@ pub async fn list_jobs(query: JobsPageQuery) -> Result<JobList, ApiError> {
 pub async fn get_job(id: String) -> Result<JobPage, ApiError> {
     let (backend, viewer) = ssr::backend_and_viewer().await?;
     let job = backend.get_job(&viewer, &id).await?;
+    // The GPU panel's first figures come with the job (see `JobPage::util`).
+    let util = match job.admitted_at {
+        Some(_) => Some(ssr::utilization(&backend, &viewer, &id).await),
+        None => None,
+    };
     Ok(JobPage {
         job,
         now: backend.now(),
+        util,
     })
 }
 
@@ -388,11 +413,7 @@ pub async fn get_usage(days: u32, group_by: String, bucket: String) -> Result<Us
 #[server]
 pub async fn get_job_utilization(id: String) -> Result<GpuPanelData, ApiError> {
     let (backend, viewer) = ssr::backend_and_viewer().await?;
-    // Once per request, however often the panel is built (see RequestMemo).
-    ssr::once(format!("job_utilization {id}"), || async {
-        Ok(backend.job_utilization(&viewer, &id).await?.into())
-    })
-    .await
+    ssr::utilization(&backend, &viewer, &id).await
 }
 
 #[server]

@@ -41,8 +41,15 @@ test("the Jobs page pages, searches on the server, and keeps the query in the UR
   await page.getByTestId("search-submit").click();
   await expect(page).toHaveURL(/pool=hgx-h100/);
   await expect(page.getByTestId("jobs-empty")).toContainText("No jobs match this search");
+  // The pools come with the viewer: the loaded page shows the chosen one, and Clear (a link,
+  // followed in the page) sets the picker back to "any".
+  await hydrated(page);
+  await expect(page.getByTestId("search-pool")).toHaveValue("hgx-h100");
+  await expect(page.getByTestId("search-pool").locator("option")).not.toHaveCount(1);
   await page.getByTestId("search-clear").click();
   await expect(rows).toHaveCount(50);
+  await expect(page.getByTestId("search-pool")).toHaveValue("");
+  await expect(page.getByTestId("search-q")).toHaveValue("");
   // A state chip keeps the search; the URL carries both.
   await page.goto("/jobs?q=e2e-page-5&state=admitted");
   await hydrated(page);

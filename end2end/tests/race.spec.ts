@@ -2,17 +2,19 @@ import { Page, Route } from "@playwright/test";
 import { apiAs, cancelEverything, expect, hydrated, launch, signIn, test } from "./helpers";
 
 // The GPU panel's answer lands after the job view it belongs to was replaced: leaving a job
-// page for another job page while the panel loads. This once panicked in wasm ("you tried to
-// access a reactive value which was defined at app/src/pages/job.rs:…, but it has already been
-// disposed") and left the app dead until a reload.
+// page for another job page while the panel reads its figures again. This once panicked in
+// wasm ("you tried to access a reactive value which was defined at app/src/pages/job.rs:…, but
+// it has already been disposed") and left the app dead until a reload.
 //
-// The order that reaches it, made deterministic by holding the server functions' answers:
-// job A's panel asks for its utilization (U, held); the viewer follows links to job B and then
-// job C (same route, so the job view stays and its data is asked again twice). The answer for B
-// lands while C's is still out: the job view runs again and disposes A's panel, whose view stays
-// up because the page is loading. Then U lands and wakes A's panel, which awaits its disposed
-// resource. `components::loaded` makes that render nothing; without it this test fails on the
-// panic (the shared fixture fails on any page error or console error).
+// The panel's first figures come with the job; it reads them again itself when the cluster
+// clock enters a new minute. The order that reaches the race, made deterministic by holding
+// the server functions' answers: the clock moves, so job A's panel asks for its utilization
+// (U, held); the viewer follows links to job B and then job C (same route, so the job view
+// stays and its data is asked again twice). The answer for B lands while C's is still out: the
+// job view runs again and disposes A's panel, whose view stays up because the page is loading.
+// Then U lands, for a panel that is gone (`GpuPanel` drops it; `components::loaded` does the
+// same for the job's own answer). Any panic fails this test (the shared fixture fails on any
+// page error or console error).
 
 const UTIL = /\/api\/get_job_utilization\d*$/;
 const JOB = /\/api\/get_job\d+$/;
@@ -62,9 +64,12 @@ test("a GPU panel's answer landing after its job view was replaced breaks nothin
   await page.evaluate(() => ((window as any).__noReload = true));
   const util = await gate(page, UTIL);
 
-  // Job A by its link: the GPU panel's first answer is held.
+  // Job A by its link: its GPU panel comes with it. The clock moves a few minutes: the
+  // panel asks for its figures again, and that answer is held.
   await page.getByRole("link", { name: "e2e-race-a" }).click();
-  await expect(page.getByText("Loading GPU metrics…")).toBeVisible();
+  await expect(page.getByTestId("gpu-heatmap")).toBeVisible();
+  expect(util.count()).toBe(0);
+  expect((await carol.post("/api/v1/sim/advance", { data: { seconds: 180 } })).ok()).toBeTruthy();
   await expect.poll(util.count).toBe(1);
 
   // To B, then to C while B's job answer is held.

@@ -176,6 +176,11 @@ impl JobKey {
 pub struct JobPage {
     pub job: Job,
     pub now: DateTime<Utc>,
+    /// The GPU panel's figures when the page was read, for a job that was admitted (`None`
+    /// for one never admitted): read with the job, so the page waits on one answer, and the
+    /// panel needs no loading boundary of its own.
+    #[serde(default)]
+    pub util: Option<Result<GpuPanelData, crate::error::ApiError>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -606,7 +611,14 @@ pub struct GpuPanelData {
 #[cfg(feature = "ssr")]
 impl From<JobUtilization> for GpuPanelData {
     fn from(u: JobUtilization) -> Self {
-        let series = |f: fn(&MeanSample) -> f64| u.mean.iter().map(f).collect::<Vec<f64>>();
+        // To a tenth (of a per cent, a GiB, a watt): finer than the charts draw, and what the
+        // page carries for hydration is a third of the digits.
+        let series = |f: fn(&MeanSample) -> f64| {
+            u.mean
+                .iter()
+                .map(|m| (f(m) * 10.0).round() / 10.0)
+                .collect::<Vec<f64>>()
+        };
         GpuPanelData {
             util_pct: series(|m| m.util_pct),
             fb_used_gib: series(|m| m.fb_used_gib),
@@ -801,4 +813,51 @@ pub struct MarkRead {
     pub ids: Vec<String>,
     #[serde(default)]
     pub all: bool,
+}
+
+#[cfg(all(test, feature = "ssr"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gpu_panel_keeps_each_gpus_latest_reading_and_the_means_to_a_tenth() {
+        let at = DateTime::<Utc>::from_timestamp(1_700_000_000, 0).unwrap();
+        let u = JobUtilization {
+            job_id: "j".into(),
+            available: true,
+            message: None,
+            from: Some(at),
+            to: Some(at),
+            step_s: 60,
+            gpus: vec![
+                GpuSeries {
+                    node: "n1".into(),
+                    gpu: 0,
+                    util_pct: vec![10.0, 57.2549],
+                },
+                GpuSeries {
+                    node: "n1".into(),
+                    gpu: 1,
+                    util_pct: vec![],
+                },
+            ],
+            mean: vec![MeanSample {
+                at,
+                util_pct: 57.25001,
+                fb_used_gib: 71.96,
+                power_w: 412.049,
+            }],
+            idle: false,
+        };
+        let p = GpuPanelData::from(u);
+        assert_eq!(p.util_pct, vec![57.3]);
+        assert_eq!(p.fb_used_gib, vec![72.0]);
+        assert_eq!(p.power_w, vec![412.0]);
+        // The heatmap's cells are not rounded here: they are written to a tenth where drawn.
+        assert_eq!(
+            p.cells,
+            vec![("n1".to_string(), 0, 57.2549), ("n1".to_string(), 1, 0.0)]
+        );
+        assert!(p.available && !p.idle);
+    }
 }

@@ -141,7 +141,9 @@ fn JobBody(page: JobPage) -> impl IntoView {
     let now = move || live.now_or(page_now);
     // Queued and running jobs count down and up with the live clock; an ended job's
     // answer is drawn once (its failure lines are read once).
-    let headline = if job.state.is_active() {
+    // On the server the clock is the page's: drawn once, not as a closure (which the server
+    // runs twice a render); a closure adds no markers, so the browser's hydrates over it.
+    let headline = if job.state.is_active() && cfg!(feature = "hydrate") {
         let job = job.clone();
         (move || headline(&job, now())).into_any()
     } else {
@@ -183,7 +185,7 @@ fn JobBody(page: JobPage) -> impl IntoView {
         <section class=format!("panel answer state-{}", state.as_str()) data-testid="job-answer">
             {headline}
         </section>
-        {job.admitted_at.is_some().then(|| view! { <GpuPanel job_id=job.id.clone() gpus=job.gpus show_idle=job.can_cancel/> })}
+        {page.util.map(|first| view! { <GpuPanel job_id=job.id.clone() gpus=job.gpus show_idle=job.can_cancel first/> })}
         {job.admitted_at.is_some().then(|| view! { <LogsPanel job=job.clone()/> })}
         {details(&job, page_now, live)}
     }

@@ -3,54 +3,100 @@
 
 use leptos::prelude::*;
 
-use crate::components::{loaded, ErrorBox};
+use crate::components::ErrorBox;
+use crate::error::ApiError;
 use crate::format;
 use crate::format::escape_html_into as esc;
+#[cfg(feature = "hydrate")]
 use crate::live::use_live;
+use crate::model::GpuPanelData;
 use crate::sync_html::sync_html;
-use crate::wire::SwappedJson;
 
 /// The job's GPUs: a node × GPU heatmap of the latest utilization and the last two hours of
-/// mean utilization, memory and power. It refetches on every cluster-clock tick of the live
-/// stream, so it moves without a reload. The idle warning is for those who can act on it
-/// (the owner, the team's lead, admins).
+/// mean utilization, memory and power. Its first figures come with the job's page (`first`,
+/// read with the job: no loading boundary of its own, each of which was a few per cent of
+/// what a job page cost the server). In the browser it reads them again on every cluster-clock
+/// tick of the live stream, so it moves without a reload; a change to the job itself reads
+/// the whole page again, this panel's figures with it. The idle warning is for those who can
+/// act on it (the owner, the team's lead, admins).
 #[component]
-pub(crate) fn GpuPanel(job_id: String, gpus: u32, show_idle: bool) -> impl IntoView {
-    let live = use_live();
-    // The fetcher owns its id: a plain value cannot be read after the panel is gone.
-    // Again when the job changes, and when the cluster clock enters a new minute (new
-    // readings; at most every 10 s of real time however fast the sim clock runs).
-    let own = {
-        let job_id = job_id.clone();
-        live.throttled(std::time::Duration::from_millis(500), move |c| {
-            c.job_id == job_id
-        })
-    };
-    let ticks = live.clock(std::time::Duration::from_secs(10));
-    // In the page as `SwappedJson`: far fewer escapes there.
-    let util = Resource::<_, SwappedJson>::new_with_options(
-        move || (own.get(), ticks.get()),
-        move |_| crate::functions::get_job_utilization(job_id.clone()),
-        false,
-    );
-    view! {
-        <section class="panel" data-testid="gpu-panel">
-            <h2>{format!("GPU utilization · {}", format::gpus_nodes(gpus))}</h2>
-            <Transition fallback=|| view! { <p class="muted">"Loading GPU metrics…"</p> }>
-                {move || Suspend::new(async move {
-                    loaded(util).await.map(|r| match r {
-                        // Waits on nothing: written in one pass (`sync_html`).
-                        Ok(u) if u.available => sync_html(view! { <GpuView u show_idle/> }).into_any(),
-                        Ok(u) => view! {
-                            <p class="muted" data-testid="gpu-unavailable">
-                                {unavailable_line(u.message.as_deref())}
-                            </p>
-                        }.into_any(),
-                        Err(e) => view! { <ErrorBox err=e/> }.into_any(),
-                    })
-                })}
-            </Transition>
-        </section>
+pub(crate) fn GpuPanel(
+    job_id: String,
+    gpus: u32,
+    show_idle: bool,
+    first: Result<GpuPanelData, ApiError>,
+) -> impl IntoView {
+    let heading = view! { <h2>{format!("GPU utilization · {}", format::gpus_nodes(gpus))}</h2> };
+    // On the server the figures never change during a render: written once, not as a
+    // closure (which the server runs twice a render). The browser's closure writes the same
+    // HTML (a closure adds no markers) and hydrates over it.
+    #[cfg(not(feature = "hydrate"))]
+    {
+        let _ = job_id;
+        view! {
+            <section class="panel" data-testid="gpu-panel">
+                {heading}
+                {figures(&first, show_idle)}
+            </section>
+        }
+    }
+    #[cfg(feature = "hydrate")]
+    {
+        let util = RwSignal::new(first);
+        refetch_on_ticks(job_id, util);
+        view! {
+            <section class="panel" data-testid="gpu-panel">
+                {heading}
+                {move || util.with(|u| figures(u, show_idle))}
+            </section>
+        }
+    }
+}
+
+/// Reads job `id`'s figures into `util` again each time the cluster clock enters a new minute
+/// (new readings; at most every 10 s of real time however fast the sim clock runs). The
+/// newest read wins; an answer landing after the panel is gone is dropped.
+#[cfg(feature = "hydrate")]
+fn refetch_on_ticks(id: String, util: RwSignal<Result<GpuPanelData, ApiError>>) {
+    let ticks = use_live().clock(std::time::Duration::from_secs(10));
+    let asked = StoredValue::new(0u64);
+    Effect::new(move |seen: Option<u64>| {
+        let tick = ticks.get();
+        // Not on the effect's first run: the page brought the figures.
+        if seen.is_some_and(|s| s != tick) {
+            let Some(n) = asked.try_update_value(|n| {
+                *n += 1;
+                *n
+            }) else {
+                return tick;
+            };
+            let id = id.clone();
+            leptos::task::spawn_local(async move {
+                let res = crate::functions::get_job_utilization(id).await;
+                if asked.try_get_value() == Some(n) {
+                    util.try_set(res);
+                }
+            });
+        }
+        tick
+    });
+}
+
+/// What the panel shows under its heading: the figures, why there are none, or the error.
+fn figures(u: &Result<GpuPanelData, ApiError>, show_idle: bool) -> AnyView {
+    match u {
+        // Waits on nothing: written in one pass (`sync_html`).
+        Ok(u) if u.available => {
+            let html = gpu_view_html(u, show_idle);
+            sync_html(view! { <div class="gpu-view" inner_html=html></div> }).into_any()
+        }
+        Ok(u) => view! {
+            <p class="muted" data-testid="gpu-unavailable">
+                {unavailable_line(u.message.as_deref())}
+            </p>
+        }
+        .into_any(),
+        Err(e) => view! { <ErrorBox err=e.clone()/> }.into_any(),
     }
 }
 
@@ -77,14 +123,6 @@ fn heat_into(h: &mut String, u: f64) {
             format::whole(92.0 - u * 0.55)
         );
     }
-}
-
-#[component]
-fn GpuView(u: crate::model::GpuPanelData, show_idle: bool) -> impl IntoView {
-    // Written as one string, as the Pools grid is: a cell a GPU and three charts, none of
-    // them reactive, were a sixth of what a job page cost the server as views (callgrind,
-    // the page benchmark). Hydration keeps what the server sent; a refetch writes it anew.
-    view! { <div class="gpu-view" inner_html=gpu_view_html(&u, show_idle)></div> }
 }
 
 /// The panel's contents as HTML: the idle warning (for those who may act on it), the node ×

@@ -11,7 +11,7 @@ use leptos_router::params::ParamsMap;
 use crate::app::{use_viewer, Authed};
 use crate::components::{loaded, state_badge_html, PageError, Progress};
 use crate::format;
-use crate::functions::{list_jobs, list_pools, JobsPageQuery};
+use crate::functions::{list_jobs, JobsPageQuery};
 use crate::live::{throttle, use_live, Live};
 use crate::model::{Job, JobList, JobState, JobTerms};
 use crate::pages::job_actions::{cancel_button, CancelAction, CancelAsk};
@@ -63,7 +63,9 @@ fn Jobs() -> impl IntoView {
         |(q, _)| async move { list_jobs(q).await.map(Arc::new) },
         false,
     );
-    let pools = Resource::new(|| (), |_| list_pools());
+    // The pools come with the viewer (`PageViewer`): no read, and no boundary, of their own.
+    let pool_names = crate::app::use_pool_names();
+    let chosen_pool = untrack(|| get("pool")).unwrap_or_default();
     // One Cancel confirmation for the page, named by its job: it stays open when its row is
     // drawn again, and closes when the page shows another list (a filter, another page).
     let cancel = CancelAction::provide();
@@ -103,25 +105,17 @@ fn Jobs() -> impl IntoView {
             <label class="grow">"Search "
                 <input type="search" name="q" placeholder="name, template or user" data-testid="search-q" prop:value=move || get("q").unwrap_or_default()/>
             </label>
-            <Suspense fallback=|| ()>
-                {move || Suspend::new(async move {
-                    let pools = pools.await;
-                    crate::components::built_once().await;
-                    let names: Vec<String> = pools.unwrap_or_default().into_iter().map(|p| p.name).collect();
-                    let chosen = get("pool").unwrap_or_default();
-                    view! {
-                        <label>"Pool "
-                            <select name="pool" data-testid="search-pool">
-                                <option value="" selected=chosen.is_empty()>"any"</option>
-                                {names.into_iter().map(|n| {
-                                    let selected = n == chosen;
-                                    view! { <option value=n.clone() selected=selected>{n.clone()}</option> }
-                                }).collect_view()}
-                            </select>
-                        </label>
-                    }
-                })}
-            </Suspense>
+            <label>"Pool "
+                // `selected` for the page as loaded; the property as the query changes (a
+                // chip, Clear).
+                <select name="pool" data-testid="search-pool" prop:value=move || get("pool").unwrap_or_default()>
+                    <option value="" selected=chosen_pool.is_empty()>"any"</option>
+                    {pool_names.into_iter().map(|n| {
+                        let (selected, label) = (n == chosen_pool, n.clone());
+                        view! { <option value=n selected=selected>{label}</option> }
+                    }).collect_view()}
+                </select>
+            </label>
             <label>"User " <input name="user" size="10" placeholder="e.g. alice" data-testid="search-user" prop:value=move || get("user").unwrap_or_default()/></label>
             {is_admin.then(|| view! {
                 <label>"Team " <input name="team" size="10" placeholder="e.g. nlp" data-testid="search-team" prop:value=move || get("team").unwrap_or_default()/></label>

@@ -38,6 +38,10 @@ impl Backend for Portal {
             .map_err(ApiError::from)
     }
 
+    async fn pool_names(&self) -> Result<Vec<String>, ApiError> {
+        Portal::pool_names(self).await.map_err(ApiError::from)
+    }
+
     async fn check_launch(
         &self,
         viewer: &Viewer,
@@ -295,8 +299,8 @@ impl Backend for Portal {
             .map_err(ApiError::from)
     }
 
-    async fn job_utilization(&self, viewer: &Viewer, id: &str) -> Result<JobUtilization, ApiError> {
-        Portal::job_utilization(self, viewer, id)
+    async fn job_gpu_panel(&self, viewer: &Viewer, id: &str) -> Result<GpuPanelData, ApiError> {
+        Portal::job_gpu_panel(self, viewer, id)
             .await
             .map_err(ApiError::from)
     }

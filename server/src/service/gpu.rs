@@ -30,6 +30,30 @@ impl Portal {
         viewer: &Viewer,
         id: &str,
     ) -> Result<JobUtilization, Error> {
+        self.job_utilization_as(viewer, id, "", |u| u).await
+    }
+
+    /// [`Portal::job_utilization`] as the job page's GPU panel draws it (the mean series and
+    /// each GPU's latest reading: `GpuPanelData`), kept in the read memo in that form: a copy
+    /// of every GPU's series, made and reduced on every load, was 1-2 % of a job page.
+    pub async fn job_gpu_panel(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+    ) -> Result<app::model::GpuPanelData, Error> {
+        self.job_utilization_as(viewer, id, "panel ", app::model::GpuPanelData::from)
+            .await
+    }
+
+    /// [`Portal::job_utilization`]'s answer in the form `into` makes of it, kept in the read
+    /// memo in that form (`form` names it in the key).
+    async fn job_utilization_as<T: Clone + Send + Sync + 'static>(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        form: &str,
+        into: fn(JobUtilization) -> T,
+    ) -> Result<T, Error> {
         // The job and its last run in one statement: the panel is drawn with every job page,
         // and answered from memory while nothing was written (`db::memo`).
         let read = self.db.memo(format!("job and last interval {id:?}"), || {
@@ -49,11 +73,11 @@ impl Portal {
         };
         let Some(metrics) = &self.metrics else {
             out.message = Some("no metrics back end is configured".into());
-            return Ok(out);
+            return Ok(into(out));
         };
         let Some((start, end)) = last else {
             out.message = Some("the job has not run yet".into());
-            return Ok(out);
+            return Ok(into(out));
         };
         // The answer for this run of the job is kept in the read memo (`db::memo`): while
         // nothing is written and for its time to live (`server.page_cache_ms`, 1 s by
@@ -62,21 +86,23 @@ impl Portal {
         // clock: the job, its GPUs, its run and its nodes; the range ends at the clock when
         // it was read, at most the time to live ago.
         let key = format!(
-            "job utilization {:?} {} {start} {end:?} {:?}",
+            "job utilization {form}{:?} {} {start} {end:?} {:?}",
             row.id, row.gpus, row.node_names
         );
         let answer = self
             .db
             .memo(key, || async {
-                Ok(Self::utilization_in(
-                    metrics.as_ref(),
-                    &row,
-                    out,
-                    start,
-                    end,
-                    self.cluster.now(),
-                )
-                .await)
+                Ok(into(
+                    Self::utilization_in(
+                        metrics.as_ref(),
+                        &row,
+                        out,
+                        start,
+                        end,
+                        self.cluster.now(),
+                    )
+                    .await,
+                ))
             })
             .await?;
         Ok(answer)
@@ -178,6 +204,18 @@ impl Portal {
         out.from = Some(from);
         out.to = Some(to);
         out
+    }
+
+    /// The pools' names, in order: every page reads them with its viewer (`PageViewer`), so
+    /// from the read memo.
+    pub async fn pool_names(&self) -> Result<Vec<String>, Error> {
+        let db = &self.db;
+        let names = db
+            .memo("pool_names".to_string(), || async {
+                Ok(db.list_pools().await?.into_iter().map(|p| p.name).collect())
+            })
+            .await?;
+        Ok(names)
     }
 
     pub async fn list_pools(&self, _viewer: &Viewer) -> Result<Vec<Pool>, Error> {
